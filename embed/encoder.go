@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/viterin/vek/vek32"
 	"github.com/x448/float16"
 )
 
@@ -34,14 +35,16 @@ const (
 
 // layer holds one transformer layer's weights (row-major, [in][out]).
 type layer struct {
-	in, heads, depth int
-	scale            float32 // query scale, 1/sqrt(depth)
-	lnScale, lnBias  []float32
-	qkvW, qkvB       []float32 // [in][3*in]
-	outW, outB       []float32 // [in][modelDim]
-	denseW, denseB   []float32 // layer 0 only: residual projection [in][modelDim]
+	in, heads, depth  int
+	scale             float32 // query scale, 1/sqrt(depth)
+	lnScale, lnBias   []float32
+	qkvW              matrix // [in][3*in]
+	outW              matrix // [in][modelDim]
+	denseW            matrix // layer 0 only: residual projection [in][modelDim]
+	w1, w2            matrix // [modelDim][ffnDim], [ffnDim][modelDim]
+	qkvB, outB        []float32
+	denseB, b1, b2    []float32
 	ffnScale, ffnBias []float32
-	w1, b1, w2, b2   []float32
 }
 
 // encoder is the loaded Universal Sentence Encoder Lite graph.
@@ -50,11 +53,12 @@ type encoder struct {
 	emb    []byte    // float16 [vocab][embDim], little-endian, into the embedded file
 	nEmb   int       // rows of emb
 	inv    []float32 // timing-signal frequencies [embDim/2]
+	timing []float32 // timing signal [maxTokens][embDim], from inv
 	eps    float32
 	l2min  float32
 	maxLen int
 	layers [2]layer
-	tanhW  []float32
+	tanhW  matrix
 	tanhB  []float32
 }
 
@@ -70,6 +74,16 @@ func loadEncoder(m *modelFile) (*encoder, error) {
 	e.emb, e.nEmb = t.f16, t.shape[0]
 	if e.inv, err = m.f32(tTiming, 1, embDim/2); err != nil {
 		return nil, err
+	}
+	half := embDim / 2
+	e.timing = make([]float32, maxTokens*embDim)
+	for i := 0; i < maxTokens; i++ {
+		p := float32(i)
+		for j := 0; j < half; j++ {
+			a := float64(p * e.inv[j]) // float32 product, as the graph's Mul
+			e.timing[i*embDim+j] = float32(math.Sin(a))
+			e.timing[i*embDim+half+j] = float32(math.Cos(a))
+		}
 	}
 	eps, err := m.scalar(tEps)
 	if err != nil {
@@ -93,9 +107,11 @@ func loadEncoder(m *modelFile) (*encoder, error) {
 			return nil, err
 		}
 	}
-	if e.tanhW, err = m.f32(tTanhW, modelDim, modelDim); err != nil {
+	w, err := m.f32(tTanhW, modelDim, modelDim)
+	if err != nil {
 		return nil, err
 	}
+	e.tanhW = newMatrix(w, modelDim, modelDim)
 	if e.tanhB, err = m.f32(tTanhB, modelDim); err != nil {
 		return nil, err
 	}
@@ -132,39 +148,50 @@ func (l *layer) load(m *modelFile, i, in int) error {
 		}
 		*dst, err = m.f32(name, shape...)
 	}
+	getM := func(dst *matrix, name string, shape ...int) {
+		var w []float32
+		if get(&w, name, shape...); err == nil {
+			*dst = newMatrix(w, shape[len(shape)-2], shape[len(shape)-1])
+		}
+	}
 	get(&l.lnScale, pE+L+"layer_prepostprocess/layer_norm/layer_norm_scale/ConcatPartitions/concat", in)
 	get(&l.lnBias, pE+L+"layer_prepostprocess/layer_norm/layer_norm_bias/ConcatPartitions/concat", in)
-	get(&l.qkvW, pM+L+"MultiheadAttention/qkv_transform_single/kernel/part_0", 1, 1, in, 3*in)
+	getM(&l.qkvW, pM+L+"MultiheadAttention/qkv_transform_single/kernel/part_0", 1, 1, in, 3*in)
 	get(&l.qkvB, pE+L+"MultiheadAttention/qkv_transform_single/bias/ConcatPartitions/concat", 3*in)
-	get(&l.outW, pM+L+"MultiheadAttention/output_transform_single/kernel/part_0", 1, 1, in, modelDim)
+	getM(&l.outW, pM+L+"MultiheadAttention/output_transform_single/kernel/part_0", 1, 1, in, modelDim)
 	get(&l.outB, pE+L+"MultiheadAttention/output_transform_single/bias/ConcatPartitions/concat", modelDim)
 	if i == 0 {
-		get(&l.denseW, pE+L+"dense/kernel/ConcatPartitions/concat", in, modelDim)
+		getM(&l.denseW, pE+L+"dense/kernel/ConcatPartitions/concat", in, modelDim)
 		get(&l.denseB, pE+L+"dense/bias/ConcatPartitions/concat", modelDim)
 	}
 	get(&l.ffnScale, pE+L+"FFN/layer_prepostprocess/layer_norm/layer_norm_scale/ConcatPartitions/concat", modelDim)
 	get(&l.ffnBias, pE+L+"FFN/layer_prepostprocess/layer_norm/layer_norm_bias/ConcatPartitions/concat", modelDim)
-	get(&l.w1, pT+L+"FFN/conv1/Tensordot/Reshape_1", modelDim, ffnDim)
+	getM(&l.w1, pT+L+"FFN/conv1/Tensordot/Reshape_1", modelDim, ffnDim)
 	get(&l.b1, pE+L+"FFN/conv1/bias/ConcatPartitions/concat", ffnDim)
-	get(&l.w2, pT+L+"FFN/conv2/Tensordot/Reshape_1", ffnDim, modelDim)
+	getM(&l.w2, pT+L+"FFN/conv2/Tensordot/Reshape_1", ffnDim, modelDim)
 	get(&l.b2, pE+L+"FFN/conv2/bias/ConcatPartitions/concat", modelDim)
 	return err
 }
 
 // workspace holds the scratch buffers of one forward pass.
 type workspace struct {
-	x, ln, qkv, ctx, y, h, scores []float32
+	x, ln, qkv, ctx, y, h []float32
+	q, k, v, ch, p        []float32 // one head's queries, keys, values, context; probabilities
 }
 
 func newWorkspace() *workspace {
 	return &workspace{
-		x:      make([]float32, maxTokens*modelDim),
-		ln:     make([]float32, maxTokens*modelDim),
-		qkv:    make([]float32, maxTokens*3*modelDim),
-		ctx:    make([]float32, maxTokens*modelDim),
-		y:      make([]float32, maxTokens*modelDim),
-		h:      make([]float32, maxTokens*ffnDim),
-		scores: make([]float32, maxTokens),
+		x:   make([]float32, maxTokens*modelDim),
+		ln:  make([]float32, maxTokens*modelDim),
+		qkv: make([]float32, maxTokens*3*modelDim),
+		ctx: make([]float32, maxTokens*modelDim),
+		y:   make([]float32, maxTokens*modelDim),
+		h:   make([]float32, maxTokens*ffnDim),
+		q:   make([]float32, maxTokens*modelDim/numHeads),
+		k:   make([]float32, maxTokens*modelDim/numHeads),
+		v:   make([]float32, maxTokens*modelDim/numHeads),
+		ch:  make([]float32, maxTokens*modelDim/numHeads),
+		p:   make([]float32, maxTokens*maxTokens),
 	}
 }
 
@@ -175,19 +202,13 @@ func (e *encoder) forward(ws *workspace, ids []int, out []float32) {
 	// lookup to (the gathered lookup + timing signal), so the embedding
 	// counts twice.
 	x := ws.x[:n*embDim]
-	half := embDim / 2
 	for i, id := range ids {
 		row := x[i*embDim : (i+1)*embDim]
 		src := e.emb[2*id*embDim : 2*(id+1)*embDim]
+		ts := e.timing[i*embDim : (i+1)*embDim]
 		for j := range row {
 			v := float16.Frombits(binary.LittleEndian.Uint16(src[2*j:])).Float32()
-			row[j] = v + v
-		}
-		p := float32(i)
-		for j := 0; j < half; j++ {
-			a := float64(p * e.inv[j])
-			row[j] += float32(math.Sin(a))
-			row[half+j] += float32(math.Cos(a))
+			row[j] = v + v + ts[j]
 		}
 	}
 
@@ -196,9 +217,9 @@ func (e *encoder) forward(ws *workspace, ids []int, out []float32) {
 	ln := ws.ln[:n*embDim]
 	layerNorm(ln, x, l.lnScale, l.lnBias, embDim, e.eps)
 	y := ws.y[:n*modelDim]
-	matmulBias(y, x, l.denseW, l.denseB, n, embDim, modelDim)
+	l.denseW.mulBias(y, x, l.denseB, n)
 	e.attention(ws, l, ln, y, n) // y += attention(ln)
-	e.ffn(ws, l, y, n)            // y += ffn(ln(y))
+	e.ffn(ws, l, y, n)           // y += ffn(ln(y))
 
 	// Layer 1: width 512.
 	l = &e.layers[1]
@@ -217,7 +238,7 @@ func (e *encoder) forward(ws *workspace, ids []int, out []float32) {
 	for j := range pooled {
 		pooled[j] *= inv
 	}
-	matmulBias(out, pooled, e.tanhW, e.tanhB, 1, modelDim, modelDim)
+	e.tanhW.mulBias(out, pooled, e.tanhB, 1)
 	var ss float32
 	for j, v := range out {
 		t := float32(math.Tanh(float64(v)))
@@ -232,38 +253,44 @@ func (e *encoder) forward(ws *workspace, ids []int, out []float32) {
 
 // attention adds the multi-head self-attention of ln ([n][l.in]) to res ([n][modelDim]).
 func (e *encoder) attention(ws *workspace, l *layer, ln, res []float32, n int) {
-	in := l.in
+	in, d := l.in, l.depth
 	qkv := ws.qkv[:n*3*in]
-	matmulBias(qkv, ln, l.qkvW, l.qkvB, n, in, 3*in)
+	l.qkvW.mulBias(qkv, ln, l.qkvB, n)
 	ctx := ws.ctx[:n*in]
-	clear(ctx)
-	scores := ws.scores[:n]
+	q, k, v, ch, p := ws.q[:n*d], ws.k[:n*d], ws.v[:n*d], ws.ch[:n*d], ws.p[:n*n]
 	stride := 3 * in
 	for h := 0; h < l.heads; h++ {
-		qo, ko, vo := h*l.depth, in+h*l.depth, 2*in+h*l.depth
 		for i := 0; i < n; i++ {
-			q := qkv[i*stride+qo : i*stride+qo+l.depth]
+			row := qkv[i*stride : (i+1)*stride]
+			copy(q[i*d:(i+1)*d], row[h*d:(h+1)*d])
+			copy(k[i*d:(i+1)*d], row[in+h*d:in+(h+1)*d])
+			copy(v[i*d:(i+1)*d], row[2*in+h*d:2*in+(h+1)*d])
+		}
+		vek32.MulNumber_Inplace(q, l.scale)
+		for i := 0; i < n; i++ {
+			qi := q[i*d : (i+1)*d]
+			pi := p[i*n : (i+1)*n]
 			m := float32(math.Inf(-1))
 			for j := 0; j < n; j++ {
-				k := qkv[j*stride+ko : j*stride+ko+l.depth]
-				s := dotScaled(q, k, l.scale)
-				scores[j] = s
+				s := vek32.Dot(qi, k[j*d:(j+1)*d])
+				pi[j] = s
 				m = max(m, s)
 			}
 			var sum float32
-			for j := range scores {
-				v := float32(math.Exp(float64(scores[j] - m)))
-				scores[j] = v
-				sum += v
+			for j, s := range pi {
+				ex := float32(math.Exp(float64(s - m)))
+				pi[j] = ex
+				sum += ex
 			}
-			c := ctx[i*in+h*l.depth : i*in+(h+1)*l.depth]
-			for j := 0; j < n; j++ {
-				axpy(c, qkv[j*stride+vo:j*stride+vo+l.depth], scores[j]/sum)
-			}
+			vek32.MulNumber_Inplace(pi, 1/sum)
+		}
+		vek32.MatMul_Into(ch, p, v, n)
+		for i := 0; i < n; i++ {
+			copy(ctx[i*in+h*d:i*in+(h+1)*d], ch[i*d:(i+1)*d])
 		}
 	}
-	out := ws.x[:n*modelDim] // x is free after layer 0's inputs are consumed
-	matmulBias(out, ctx, l.outW, l.outB, n, in, modelDim)
+	out := ws.x[:n*modelDim] // x is free once layer 0's inputs are consumed
+	l.outW.mulBias(out, ctx, l.outB, n)
 	addTo(res, out)
 }
 
@@ -272,14 +299,14 @@ func (e *encoder) ffn(ws *workspace, l *layer, y []float32, n int) {
 	ln := ws.ln[:n*modelDim]
 	layerNorm(ln, y, l.ffnScale, l.ffnBias, modelDim, e.eps)
 	h := ws.h[:n*ffnDim]
-	matmulBias(h, ln, l.w1, l.b1, n, modelDim, ffnDim)
+	l.w1.mulBias(h, ln, l.b1, n)
 	for i, v := range h {
 		if v < 0 {
 			h[i] = 0
 		}
 	}
 	out := ws.x[:n*modelDim]
-	matmulBias(out, h, l.w2, l.b2, n, ffnDim, modelDim)
+	l.w2.mulBias(out, h, l.b2, n)
 	addTo(y, out)
 }
 
@@ -304,12 +331,4 @@ func layerNorm(dst, x, scale, bias []float32, d int, eps float32) {
 			o[j] = scale[j]*r*(v-mean) + bias[j]
 		}
 	}
-}
-
-func dotScaled(q, k []float32, scale float32) float32 {
-	var s float32
-	for i, v := range q {
-		s += v * scale * k[i]
-	}
-	return s
 }

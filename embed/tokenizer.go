@@ -26,11 +26,11 @@ import (
 // A tokenizer is immutable after construction and safe for concurrent use.
 type tokenizer struct {
 	pieces []piece
-	u16len []int              // UTF-16 length of each piece
-	next   map[uint64]int32   // trie edges: node<<32 | rune → child node
-	end    []int32            // per trie node: piece id + 1, or 0 if no piece ends here
-	score  []float64          // per trie node: score of the piece ending here
-	depth  []int              // per trie node: length in code points
+	u16len []int            // UTF-16 length of each piece
+	next   map[uint64]int32 // trie edges: node<<32 | rune → child node
+	end    []int32          // per trie node: piece id + 1, or 0 if no piece ends here
+	score  []float64        // per trie node: score of the piece ending here
+	depth  []int            // per trie node: length in code points
 }
 
 // reservedPieces are the ids (0..5: unknown, <s>, </s>, three extras) the

@@ -1,0 +1,88 @@
+package embed
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"testing"
+)
+
+// textWithTokens returns the reference text whose token count is closest to n.
+func textWithTokens(b *testing.B, cases []referenceCase, n int) (string, int) {
+	best, bestN := "", -1
+	for _, c := range cases {
+		if bestN < 0 || abs(len(c.Tokens)-n) < abs(bestN-n) {
+			best, bestN = c.Text, len(c.Tokens)
+		}
+	}
+	return best, bestN
+}
+
+func abs(x int) int {
+	if x < 0 {
+		return -x
+	}
+	return x
+}
+
+// BenchmarkUSE measures one text of about 8, 16, 32 and 128 tokens; run it
+// with -cpu 1 for the single-core figure.
+func BenchmarkUSE(b *testing.B) {
+	cases := loadReference(b)
+	u := sharedUSE(b)
+	ctx := context.Background()
+	for _, n := range []int{8, 16, 32, 128} {
+		text, got := textWithTokens(b, cases, n)
+		b.Run(fmt.Sprintf("tokens=%d", got), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := u.Embed(ctx, []string{text}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkUSEBatch64 measures a batch of 64 reference texts on all cores.
+func BenchmarkUSEBatch64(b *testing.B) {
+	cases := loadReference(b)
+	u := sharedUSE(b)
+	texts := make([]string, 64)
+	tokens := 0
+	for i := range texts {
+		texts[i] = cases[i*len(cases)/64].Text
+		tokens += min(len(cases[i*len(cases)/64].Tokens), USEMaxTokens)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := u.Embed(context.Background(), texts); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/64/1e6, "ms/text")
+	b.ReportMetric(float64(tokens)/64, "tokens/text")
+}
+
+// BenchmarkUSELoad measures loading the embedded model and reports the heap
+// it keeps (MB-heap).
+func BenchmarkUSELoad(b *testing.B) {
+	b.ReportAllocs()
+	var keep *USE
+	var heap uint64
+	for b.Loop() {
+		runtime.GC()
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		u, err := NewUSE(DefaultUSEConfig())
+		if err != nil {
+			b.Fatal(err)
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		heap = after.HeapAlloc - before.HeapAlloc
+		keep = u
+	}
+	runtime.KeepAlive(keep)
+	b.ReportMetric(float64(heap)/(1<<20), "MB-heap")
+}
