@@ -1,0 +1,338 @@
+package badger
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/dgraph-io/badger/v4"
+
+	"github.com/idem-dev/idem/ledger"
+	"github.com/idem-dev/idem/ledger/ledgertest"
+)
+
+// openStore opens a store in dir and closes it when the test ends.
+func openStore(t testing.TB, dir string, sync bool) *Store {
+	t.Helper()
+	cfg := DefaultConfig(dir)
+	cfg.SyncWrites = sync
+	s, err := Open(cfg)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := s.Close(context.Background()); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return s
+}
+
+func newLedger(t testing.TB, s ledger.Store, mutate func(*ledger.Config)) *ledger.Ledger {
+	t.Helper()
+	cfg := ledger.DefaultConfig()
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	l, err := ledger.New(s, cfg)
+	if err != nil {
+		t.Fatalf("ledger.New: %v", err)
+	}
+	return l
+}
+
+// TestConformance runs the ledger's conformance suite on real Badger with
+// sync writes on (the default).
+func TestConformance(t *testing.T) {
+	ledgertest.Run(t, func(t *testing.T) ledger.Store { return openStore(t, t.TempDir(), true) })
+}
+
+// TestRecordsSurviveReopen: a closed and reopened store has every record,
+// byte for byte, and keeps numbering the session after the last arrival.
+func TestRecordsSurviveReopen(t *testing.T) {
+	dir := t.TempDir()
+	s := openStore(t, dir, true)
+	l := newLedger(t, s, nil)
+	ctx := t.Context()
+	var last ledger.Claim
+	for i := range 3 {
+		c, err := l.Claim(ctx, ledger.ClaimRequest{Tenant: "t", Key: fmt.Sprint("k", i), Session: "s", Embedding: []float32{1, 2, 3}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := l.Complete(ctx, "t", c.Record.Key, c.Token, json.RawMessage(`{"i":`+fmt.Sprint(i)+`}`)); err != nil {
+			t.Fatal(err)
+		}
+		last = c
+	}
+	if err := s.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s2 := openStore(t, dir, true)
+	l2 := newLedger(t, s2, nil)
+	for i := range 3 {
+		c, err := l2.Claim(ctx, ledger.ClaimRequest{Tenant: "t", Key: fmt.Sprint("k", i), Session: "s"})
+		if err != nil || c.Outcome != ledger.Duplicate || string(c.Record.Result) != `{"i":`+fmt.Sprint(i)+`}` || len(c.Record.Embedding) != 3 {
+			t.Fatalf("after reopen k%d: %v %s %v", i, c.Outcome, c.Record.Result, err)
+		}
+	}
+	c, err := l2.Claim(ctx, ledger.ClaimRequest{Tenant: "t", Key: "k3", Session: "s"})
+	if err != nil || c.Record.Seq <= last.Record.Seq {
+		t.Fatalf("first arrival after reopen has seq %d, last before was %d (%v)", c.Record.Seq, last.Record.Seq, err)
+	}
+}
+
+// TestRetentionRemovesRecords: Badger's TTL really deletes a finished
+// record (and its listings) after a short retention; no ledger clock
+// involved. Badger's TTL has whole-second resolution, so this takes ~2 s.
+func TestRetentionRemovesRecords(t *testing.T) {
+	s := openStore(t, t.TempDir(), false)
+	ctx := t.Context()
+	l := newLedger(t, s, func(c *ledger.Config) { c.Retention = time.Second })
+	c, err := l.Claim(ctx, ledger.ClaimRequest{Tenant: "t", Key: "k", Session: "s", Workflow: "w"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := l.Complete(ctx, "t", "k", c.Token, json.RawMessage(`1`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Until RetainUntil the store must keep it.
+	if _, err := s.Get(ctx, "t", "k"); err != nil && time.Now().UnixMilli() < rec.RetainUntil {
+		t.Fatalf("record gone before its retention: %v", err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, err := s.Get(ctx, "t", "k")
+		if errors.Is(err, ledger.ErrNotFound) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("record still stored 10 s after a 1 s retention")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if time.Now().UnixMilli() < rec.RetainUntil {
+		t.Fatalf("record vanished before RetainUntil")
+	}
+	if recs, _ := s.ListSession(ctx, "t", "s", 0, 0); len(recs) != 0 {
+		t.Errorf("session still lists %d records", len(recs))
+	}
+	if recs, _ := s.ListWorkflow(ctx, "t", "w"); len(recs) != 0 {
+		t.Errorf("workflow still lists %d records", len(recs))
+	}
+}
+
+func TestExpiresAtRoundsUp(t *testing.T) {
+	for _, tc := range []struct {
+		ms   int64
+		want uint64
+	}{{0, 0}, {1000, 1}, {1001, 2}, {1999, 2}, {1_700_000_000_123, 1_700_000_001}} {
+		if got := expiresAt(tc.ms); got != tc.want {
+			t.Errorf("expiresAt(%d) = %d, want %d", tc.ms, got, tc.want)
+		}
+	}
+}
+
+// TestRace: 64 goroutines claim the same 1,000 keys concurrently. Exactly
+// one claim per key wins and every loser is told the winner's state. Sync
+// writes are off here: the race is decided by Badger's conflict detection,
+// which sync does not change, and fsyncs would only make the test slow.
+func TestRace(t *testing.T) {
+	const goroutines, nkeys = 64, 1000
+	s := openStore(t, t.TempDir(), false)
+	l := newLedger(t, s, nil)
+	ctx := t.Context()
+	winners := make([]int32, nkeys) // goroutine id+1 of each key's winner
+	var mu sync.Mutex               // guards winners
+	type loss struct {
+		key, attempt int
+		outcome      ledger.Outcome
+	}
+	losses := make([][]loss, goroutines)
+	var wg sync.WaitGroup
+	for g := range goroutines {
+		wg.Go(func() {
+			for i := range nkeys {
+				k := (i + g*7) % nkeys // overlapping but not lock-step orders
+				c, err := l.Claim(ctx, ledger.ClaimRequest{
+					Tenant: "t", Key: fmt.Sprintf("key-%04d", k), Session: fmt.Sprint("s", k%8), Attempt: g + 1,
+				})
+				if err != nil {
+					t.Errorf("Claim: %v", err)
+					return
+				}
+				if c.Outcome == ledger.Claimed {
+					mu.Lock()
+					if winners[k] != 0 {
+						t.Errorf("key %d won by %d and %d", k, winners[k], g+1)
+					}
+					winners[k] = int32(g + 1)
+					mu.Unlock()
+					continue
+				}
+				losses[g] = append(losses[g], loss{k, c.Record.Attempt, c.Outcome})
+			}
+		})
+	}
+	wg.Wait()
+	nloss := 0
+	for _, ls := range losses {
+		for _, x := range ls {
+			nloss++
+			if x.outcome != ledger.InProgress || int32(x.attempt) != winners[x.key] {
+				t.Fatalf("key %d: loser told %v by attempt %d, winner was %d", x.key, x.outcome, x.attempt, winners[x.key])
+			}
+		}
+	}
+	for k, w := range winners {
+		if w == 0 {
+			t.Fatalf("key %d has no winner", k)
+		}
+	}
+	if nloss != goroutines*nkeys-nkeys {
+		t.Fatalf("%d losses, want %d", nloss, goroutines*nkeys-nkeys)
+	}
+}
+
+// TestCorruptRecordIsReported: a damaged value reads as ledger.ErrCorrupt,
+// never as a different record.
+func TestCorruptRecordIsReported(t *testing.T) {
+	rec := ledger.Record{Tenant: "t", Key: "k", Status: ledger.StatusSuccess, Result: json.RawMessage(`{"a":1}`), Embedding: []float32{1}}
+	good := encodeRecord(nil, &rec)
+	back, err := decodeRecord(good)
+	if err != nil || string(back.Result) != `{"a":1}` || back.Key != "k" {
+		t.Fatalf("round trip: %+v %v", back, err)
+	}
+	for i := range good {
+		bad := bytes.Clone(good)
+		bad[i] ^= 0x10
+		if _, err := decodeRecord(bad); !errors.Is(err, ledger.ErrCorrupt) {
+			t.Fatalf("flipping byte %d: %v, want ErrCorrupt", i, err)
+		}
+	}
+	for n := range len(good) {
+		if _, err := decodeRecord(good[:n]); !errors.Is(err, ledger.ErrCorrupt) {
+			t.Fatalf("truncated to %d: %v, want ErrCorrupt", n, err)
+		}
+	}
+	s := openStore(t, t.TempDir(), false)
+	bad := bytes.Clone(good)
+	bad[3] ^= 1
+	if err := s.db.Update(func(txn *badger.Txn) error { return txn.Set(recordKey("t", "k"), bad) }); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Get(t.Context(), "t", "k"); !errors.Is(err, ledger.ErrCorrupt) {
+		t.Fatalf("Get of a corrupt record: %v", err)
+	}
+}
+
+func FuzzDecodeRecord(f *testing.F) {
+	f.Add(encodeRecord(nil, &ledger.Record{Tenant: "t", Key: "k", Status: ledger.StatusPending, Embedding: []float32{1, 2}}))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		r, err := decodeRecord(b)
+		if err != nil {
+			return
+		}
+		if again := encodeRecord(nil, &r); !bytes.Equal(again, b) {
+			t.Fatalf("decoded record re-encodes differently")
+		}
+	})
+}
+
+func TestConfigValidate(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		mutate func(*Config)
+		field  string
+	}{
+		{"no dir", func(c *Config) { c.Dir = "" }, "Dir"},
+		{"zero GC interval", func(c *Config) { c.GCInterval = 0 }, "GCInterval"},
+		{"discard ratio 1", func(c *Config) { c.GCDiscardRatio = 1 }, "GCDiscardRatio"},
+		{"tiny memtable", func(c *Config) { c.MemTableSize = 1024 }, "MemTableSize"},
+		{"no memtables", func(c *Config) { c.NumMemtables = 0 }, "NumMemtables"},
+		{"huge value threshold", func(c *Config) { c.ValueThreshold = 2 << 20 }, "ValueThreshold"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := DefaultConfig(t.TempDir())
+			tc.mutate(&cfg)
+			_, err := Open(cfg)
+			if err == nil || !strings.Contains(err.Error(), tc.field) {
+				t.Fatalf("Open: %v, want an error naming %s", err, tc.field)
+			}
+		})
+	}
+	if err := DefaultConfig("x").Validate(); err != nil {
+		t.Fatalf("default config invalid: %v", err)
+	}
+}
+
+// TestBadgerLogsGoToSlog: Badger's own chatter goes to the injected
+// logger, not to stderr.
+func TestBadgerLogsGoToSlog(t *testing.T) {
+	var buf syncBuffer
+	cfg := DefaultConfig(t.TempDir())
+	cfg.Logger = slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	s, err := Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(buf.String(), "component=badger") {
+		t.Fatalf("no Badger log lines reached slog: %q", buf.String())
+	}
+}
+
+type syncBuffer struct {
+	mu sync.Mutex // guards b
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestCloseStopsGC: Close returns with a short GC interval running, and a
+// second Close is harmless.
+func TestCloseStopsGC(t *testing.T) {
+	cfg := DefaultConfig(t.TempDir())
+	cfg.GCInterval = time.Millisecond
+	s, err := Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(10 * time.Millisecond) // let a few GC passes run
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	if err := s.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-s.done:
+	default:
+		t.Fatal("GC goroutine still running after Close")
+	}
+	if err := s.Close(ctx); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+}

@@ -1,0 +1,63 @@
+package ledger
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Sentinel errors. Match them with errors.Is; the returned errors wrap them
+// with the operation and the detail.
+var (
+	// ErrNotFound: no live record under the key (never claimed, forgotten,
+	// or past its retention).
+	ErrNotFound = errors.New("ledger: not found")
+	// ErrStaleToken: the lease token is not the record's current one (the
+	// lease was taken over, or the key was claimed again).
+	ErrStaleToken = errors.New("ledger: stale lease token")
+	// ErrNotPending: the record is already SUCCESS or FAILED, so it cannot
+	// be completed or failed (again).
+	ErrNotPending = errors.New("ledger: record is not pending")
+	// ErrTooLarge: a result, error or canonical call exceeds
+	// Config.MaxResultBytes.
+	ErrTooLarge = errors.New("ledger: too large")
+	// ErrInvalidInput: an argument is missing or malformed; the error is a
+	// *FieldError naming the field.
+	ErrInvalidInput = errors.New("ledger: invalid input")
+	// ErrConflict: the store kept losing a write race on this key and
+	// gave up; the caller may retry.
+	ErrConflict = errors.New("ledger: write conflict, retry")
+	// ErrCorrupt: a stored record failed its integrity check.
+	ErrCorrupt = errors.New("ledger: corrupt record")
+)
+
+// FieldError reports a bad argument and names it. It matches
+// ErrInvalidInput, or ErrTooLarge when the value is over a size limit.
+type FieldError struct {
+	Field  string // the argument's name: "tenant", "key", "workflow_id", "result", …
+	Reason string // what is wrong with it: "empty", "not valid JSON", …
+	tooBig bool
+}
+
+func (e *FieldError) Error() string {
+	if e.tooBig {
+		return fmt.Sprintf("ledger: %s: too large: %s", e.Field, e.Reason)
+	}
+	return fmt.Sprintf("ledger: invalid input: %s: %s", e.Field, e.Reason)
+}
+
+// Is reports whether target is ErrInvalidInput (or ErrTooLarge for a size
+// violation).
+func (e *FieldError) Is(target error) bool {
+	if e.tooBig {
+		return target == ErrTooLarge
+	}
+	return target == ErrInvalidInput
+}
+
+func invalid(field, reason string) error {
+	return &FieldError{Field: field, Reason: reason}
+}
+
+func tooLarge(field string, size, limit int) error {
+	return &FieldError{Field: field, Reason: fmt.Sprintf("%d bytes, limit %d", size, limit), tooBig: true}
+}

@@ -1,0 +1,414 @@
+package ledger
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"slices"
+	"time"
+)
+
+// Config configures a Ledger. Start from DefaultConfig.
+type Config struct {
+	// Lease is how long a claim holds its key before it becomes uncertain,
+	// unless the claim asks for its own. Size it from the slowest
+	// execution (observed P999) plus the client's retry period.
+	Lease time.Duration
+	// Retention is how long SUCCESS and FAILED records are kept and
+	// replayed. A PENDING record is kept for Lease + Retention.
+	Retention time.Duration
+	// MaxResultBytes bounds a recorded result or error, and the canonical
+	// call, in bytes.
+	MaxResultBytes int
+	// Now is the clock; nil means time.Now. Tests inject one.
+	Now func() time.Time
+	// Logger receives the ledger's log lines (keys, outcomes, never
+	// arguments or results); nil discards them.
+	Logger *slog.Logger
+}
+
+// DefaultConfig returns a 5-minute lease, 24-hour retention and a 1 MiB
+// bound on results.
+func DefaultConfig() Config {
+	return Config{
+		Lease:          5 * time.Minute,
+		Retention:      24 * time.Hour,
+		MaxResultBytes: 1 << 20,
+	}
+}
+
+// Validate reports the first invalid field.
+func (c Config) Validate() error {
+	switch {
+	case c.Lease <= 0:
+		return fmt.Errorf("ledger config: Lease must be positive, got %v", c.Lease)
+	case c.Retention <= 0:
+		return fmt.Errorf("ledger config: Retention must be positive, got %v", c.Retention)
+	case c.MaxResultBytes <= 0:
+		return fmt.Errorf("ledger config: MaxResultBytes must be positive, got %d", c.MaxResultBytes)
+	}
+	return nil
+}
+
+// Ledger is the idempotency ledger over a Store. It is safe for concurrent
+// use and owns no goroutines; the caller owns (and closes) the Store.
+type Ledger struct {
+	store Store
+	cfg   Config
+	now   func() time.Time
+	log   *slog.Logger
+}
+
+// New returns a Ledger over store, or an error if cfg is invalid.
+func New(store Store, cfg Config) (*Ledger, error) {
+	if store == nil {
+		return nil, errors.New("ledger: nil store")
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	l := &Ledger{store: store, cfg: cfg, now: cfg.Now, log: cfg.Logger}
+	if l.now == nil {
+		l.now = time.Now
+	}
+	if l.log == nil {
+		l.log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return l, nil
+}
+
+// ClaimRequest is a call asking to execute under a key.
+type ClaimRequest struct {
+	Tenant, Key                   string // required; Key usually from KeyFor
+	Session, Workflow, Step, Tool string
+
+	Canonical      []byte
+	Hash, Identity uint64
+	Embedding      []float32
+	EmbeddingModel string
+
+	Attempt int
+	// Lease overrides Config.Lease for this claim when positive.
+	Lease time.Duration
+}
+
+func (l *Ledger) checkClaim(req *ClaimRequest) error {
+	if err := checkTenant(req.Tenant); err != nil {
+		return err
+	}
+	if err := checkKey(req.Key); err != nil {
+		return err
+	}
+	if len(req.Canonical) > l.cfg.MaxResultBytes {
+		return tooLarge("canonical", len(req.Canonical), l.cfg.MaxResultBytes)
+	}
+	if req.Lease < 0 {
+		return invalid("lease", "negative")
+	}
+	if req.Attempt < 0 {
+		return invalid("attempt", "negative")
+	}
+	for _, v := range req.Embedding {
+		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+			return invalid("embedding", "holds NaN or Inf")
+		}
+	}
+	return nil
+}
+
+// Claim claims req.Key for execution. When the key is free (absent, past
+// retention, or FAILED transient) the answer is Claimed with a new lease
+// token; otherwise it says what holds the key: InProgress, Duplicate,
+// FailedPermanent or Uncertain, with that record.
+func (l *Ledger) Claim(ctx context.Context, req ClaimRequest) (Claim, error) {
+	return l.claim(ctx, req, false)
+}
+
+// Takeover claims req.Key like Claim, and also takes over an uncertain
+// record (PENDING with an expired lease) with a new token, so that the
+// old holder's token goes stale. Of several concurrent takeovers one wins;
+// the others see InProgress.
+func (l *Ledger) Takeover(ctx context.Context, req ClaimRequest) (Claim, error) {
+	return l.claim(ctx, req, true)
+}
+
+func (l *Ledger) claim(ctx context.Context, req ClaimRequest, takeover bool) (Claim, error) {
+	op := "claim"
+	if takeover {
+		op = "takeover"
+	}
+	if err := l.checkClaim(&req); err != nil {
+		return Claim{}, fmt.Errorf("%s: %w", op, err)
+	}
+	token := rand.Text()
+	lease := req.Lease
+	if lease == 0 {
+		lease = l.cfg.Lease
+	}
+	var (
+		out     Claim
+		written *Record
+	)
+	err := l.store.Update(ctx, req.Tenant, req.Key, func(cur *Record) (*Record, error) {
+		now := l.now()
+		ms := now.UnixMilli()
+		out, written = Claim{}, nil
+		if cur != nil && l.expired(cur, ms) {
+			cur = nil
+		}
+		if cur != nil {
+			o := l.outcome(cur, ms)
+			free := o == Retryable || (takeover && o == Uncertain)
+			if !free {
+				out = Claim{Outcome: o, Record: public(cur)}
+				return nil, nil
+			}
+			prev := public(cur)
+			out.Previous = &prev
+		}
+		next := &Record{
+			Session: req.Session, Workflow: req.Workflow, Step: req.Step, Tool: req.Tool,
+			Canonical: req.Canonical, Hash: req.Hash, Identity: req.Identity,
+			Embedding: req.Embedding, EmbeddingModel: req.EmbeddingModel,
+			Status: StatusPending, Attempt: req.Attempt, Token: token,
+			LeaseUntil: now.Add(lease).UnixMilli(), CreatedAt: ms, UpdatedAt: ms,
+			RetainUntil: now.Add(lease + l.cfg.Retention).UnixMilli(),
+		}
+		if cur != nil {
+			next.CreatedAt = cur.CreatedAt
+		}
+		out.Outcome, out.Token, written = Claimed, token, next
+		return next, nil
+	})
+	if err != nil {
+		return Claim{}, fmt.Errorf("%s %q: %w", op, req.Key, err)
+	}
+	if out.Outcome == Claimed {
+		out.Record = written.clone() // the store has set Tenant, Key and Seq
+	}
+	l.log.DebugContext(ctx, "ledger claim", "tenant", req.Tenant, "key", req.Key, "op", op, "outcome", out.Outcome.String())
+	return out, nil
+}
+
+// Complete records result (JSON, at most Config.MaxResultBytes) as the
+// outcome of the claim holding token: the record becomes SUCCESS and
+// waiters are released. It returns the record as it stands, also on
+// ErrStaleToken and ErrNotPending, so the caller can see what won.
+func (l *Ledger) Complete(ctx context.Context, tenant, key, token string, result json.RawMessage) (Record, error) {
+	if err := l.checkResult("result", result); err != nil {
+		return Record{}, fmt.Errorf("complete %q: %w", key, err)
+	}
+	return l.finish(ctx, "complete", tenant, key, token, func(r *Record) {
+		r.Status, r.Result, r.Error, r.Class = StatusSuccess, result, nil, ClassNone
+	})
+}
+
+// Fail records errJSON (JSON, at most Config.MaxResultBytes) as the
+// failure of the claim holding token. A transient failure frees the key
+// for a new claim; a permanent one is replayed to later claims. It returns
+// the record as it stands, like Complete.
+func (l *Ledger) Fail(ctx context.Context, tenant, key, token string, errJSON json.RawMessage, class ErrorClass) (Record, error) {
+	if err := l.checkResult("error", errJSON); err != nil {
+		return Record{}, fmt.Errorf("fail %q: %w", key, err)
+	}
+	if class != ClassTransient && class != ClassPermanent {
+		return Record{}, fmt.Errorf("fail %q: %w", key, invalid("class", "must be transient or permanent, got "+class.String()))
+	}
+	return l.finish(ctx, "fail", tenant, key, token, func(r *Record) {
+		r.Status, r.Result, r.Error, r.Class = StatusFailed, nil, errJSON, class
+	})
+}
+
+func (l *Ledger) checkResult(field string, v json.RawMessage) error {
+	if len(v) > l.cfg.MaxResultBytes {
+		return tooLarge(field, len(v), l.cfg.MaxResultBytes)
+	}
+	if !json.Valid(v) {
+		return invalid(field, "not valid JSON")
+	}
+	return nil
+}
+
+func (l *Ledger) finish(ctx context.Context, op, tenant, key, token string, set func(*Record)) (Record, error) {
+	if err := checkTenant(tenant); err != nil {
+		return Record{}, fmt.Errorf("%s: %w", op, err)
+	}
+	if err := checkKey(key); err != nil {
+		return Record{}, fmt.Errorf("%s: %w", op, err)
+	}
+	if token == "" {
+		return Record{}, fmt.Errorf("%s %q: %w", op, key, invalid("token", "empty"))
+	}
+	var out Record
+	err := l.store.Update(ctx, tenant, key, func(cur *Record) (*Record, error) {
+		now := l.now()
+		ms := now.UnixMilli()
+		out = Record{}
+		if cur == nil || l.expired(cur, ms) {
+			return nil, ErrNotFound
+		}
+		switch {
+		case cur.Token != token:
+			out = public(cur)
+			return nil, ErrStaleToken
+		case cur.Status != StatusPending:
+			out = public(cur)
+			return nil, fmt.Errorf("%w: it is %s", ErrNotPending, cur.Status)
+		}
+		next := cur.clone()
+		set(&next)
+		next.UpdatedAt = ms
+		next.RetainUntil = now.Add(l.cfg.Retention).UnixMilli()
+		out = public(&next)
+		return &next, nil
+	})
+	if err != nil {
+		return out, fmt.Errorf("%s %q: %w", op, key, err)
+	}
+	l.log.DebugContext(ctx, "ledger "+op, "tenant", tenant, "key", key, "status", out.Status.String())
+	return out, nil
+}
+
+// Get returns the record under (tenant, key) and what a claim would find,
+// or an error matching ErrNotFound.
+func (l *Ledger) Get(ctx context.Context, tenant, key string) (Claim, error) {
+	if err := checkTenant(tenant); err != nil {
+		return Claim{}, fmt.Errorf("get: %w", err)
+	}
+	if err := checkKey(key); err != nil {
+		return Claim{}, fmt.Errorf("get: %w", err)
+	}
+	rec, err := l.store.Get(ctx, tenant, key)
+	if err != nil {
+		return Claim{}, fmt.Errorf("get %q: %w", key, err)
+	}
+	ms := l.now().UnixMilli()
+	if l.expired(&rec, ms) {
+		return Claim{}, fmt.Errorf("get %q: %w", key, ErrNotFound)
+	}
+	return Claim{Outcome: l.outcome(&rec, ms), Record: public(&rec)}, nil
+}
+
+// Wait blocks until the record under (tenant, key) leaves PENDING, its
+// lease expires (Uncertain), or ctx ends (InProgress with ctx's error). It
+// is woken by the store's change notification and a timer for the lease,
+// not by polling. A record that disappears yields ErrNotFound.
+func (l *Ledger) Wait(ctx context.Context, tenant, key string) (Claim, error) {
+	for {
+		changed, stop := l.store.Watch(tenant, key)
+		c, err := l.Get(ctx, tenant, key)
+		if err != nil || c.Outcome != InProgress {
+			stop()
+			if err != nil {
+				return Claim{}, fmt.Errorf("wait: %w", err)
+			}
+			return c, nil
+		}
+		timer := time.NewTimer(time.Duration(c.Record.LeaseUntil-l.now().UnixMilli()+1) * time.Millisecond)
+		select {
+		case <-changed:
+		case <-timer.C:
+		case <-ctx.Done():
+			timer.Stop()
+			stop()
+			return c, fmt.Errorf("wait %q: %w", key, ctx.Err())
+		}
+		timer.Stop()
+		stop()
+	}
+}
+
+// Session returns up to limit records of (tenant, session) that arrived
+// after the record numbered after (0: from the start), in arrival order.
+// limit <= 0 means all. The semantic index rebuilds from this.
+func (l *Ledger) Session(ctx context.Context, tenant, session string, after uint64, limit int) ([]Record, error) {
+	if err := checkTenant(tenant); err != nil {
+		return nil, fmt.Errorf("list session: %w", err)
+	}
+	if session == "" {
+		return nil, fmt.Errorf("list session: %w", invalid("session_id", "empty"))
+	}
+	recs, err := l.store.ListSession(ctx, tenant, session, after, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list session: %w", err)
+	}
+	return l.live(recs), nil
+}
+
+// Workflow returns the records of (tenant, workflow) in arrival order, so
+// an orchestrator can re-run only the unfinished steps.
+func (l *Ledger) Workflow(ctx context.Context, tenant, workflow string) ([]Record, error) {
+	if err := checkTenant(tenant); err != nil {
+		return nil, fmt.Errorf("list workflow: %w", err)
+	}
+	if workflow == "" {
+		return nil, fmt.Errorf("list workflow: %w", invalid("workflow_id", "empty"))
+	}
+	recs, err := l.store.ListWorkflow(ctx, tenant, workflow)
+	if err != nil {
+		return nil, fmt.Errorf("list workflow: %w", err)
+	}
+	return l.live(recs), nil
+}
+
+// Forget deletes the record under (tenant, key), for a record a user has
+// judged wrong. The next claim of the key executes again; a holder of its
+// lease gets ErrNotFound when it completes; waiters get ErrNotFound.
+func (l *Ledger) Forget(ctx context.Context, tenant, key string) error {
+	if err := checkTenant(tenant); err != nil {
+		return fmt.Errorf("forget: %w", err)
+	}
+	if err := checkKey(key); err != nil {
+		return fmt.Errorf("forget: %w", err)
+	}
+	if err := l.store.Delete(ctx, tenant, key); err != nil {
+		return fmt.Errorf("forget %q: %w", key, err)
+	}
+	l.log.InfoContext(ctx, "ledger forget", "tenant", tenant, "key", key)
+	return nil
+}
+
+// live drops records past retention and hides tokens.
+func (l *Ledger) live(recs []Record) []Record {
+	ms := l.now().UnixMilli()
+	recs = slices.DeleteFunc(recs, func(r Record) bool { return l.expired(&r, ms) })
+	for i := range recs {
+		recs[i].Token = ""
+	}
+	return recs
+}
+
+// expired reports whether r is past retention: it counts as absent.
+func (l *Ledger) expired(r *Record, ms int64) bool {
+	return r.RetainUntil <= ms
+}
+
+// outcome is what a claim at ms finds in r (which is not expired).
+func (l *Ledger) outcome(r *Record, ms int64) Outcome {
+	switch r.Status {
+	case StatusSuccess:
+		return Duplicate
+	case StatusFailed:
+		if r.Class == ClassPermanent {
+			return FailedPermanent
+		}
+		return Retryable
+	default:
+		if r.LeaseUntil <= ms {
+			return Uncertain
+		}
+		return InProgress
+	}
+}
+
+// public copies r without its token.
+func public(r *Record) Record {
+	c := r.clone()
+	c.Token = ""
+	return c
+}

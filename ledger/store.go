@@ -1,0 +1,62 @@
+package ledger
+
+import "context"
+
+// Store keeps records durably and decides concurrent writes. The Ledger
+// holds the state machine; a Store only has to provide an atomic
+// read-modify-write per key, secondary listings, and change notification.
+// ledger/ledgertest checks an implementation; every Store must pass it.
+//
+// Implementations must be safe for concurrent use. Records passed in and
+// returned are never retained or aliased by the other side.
+//
+// For a SQL backend: Update is a transaction that locks the row
+// (INSERT … ON CONFLICT DO NOTHING, then SELECT … FOR UPDATE), Seq comes
+// from a per-(tenant, session) counter row updated in the same transaction,
+// expiry is a sweeper deleting rows past retain_until, and Watch is
+// LISTEN/NOTIFY on the key.
+type Store interface {
+	// Get returns the record stored under (tenant, key), or an error
+	// matching ErrNotFound. It may return a record past its RetainUntil
+	// that the store has not removed yet; the Ledger filters those.
+	Get(ctx context.Context, tenant, key string) (Record, error)
+
+	// Update atomically reads the record under (tenant, key), passes it to
+	// fn (nil when absent), and writes what fn returns: a non-nil record
+	// replaces the stored one, nil leaves it as it is. If fn returns an
+	// error, nothing is written and Update returns that error unchanged.
+	//
+	// The decision must be the store's: when two Updates of one key race,
+	// the later commit must see the earlier one's write (Update re-runs fn
+	// on the new state, so fn may run more than once and must only compute
+	// its answer). If it cannot settle after a few rounds it returns an
+	// error matching ErrConflict.
+	//
+	// The store owns these fields of the written record, and sets them on
+	// the record fn returned before Update returns: Tenant and Key are set
+	// to the arguments; when Seq is 0 and Session is not empty, Seq is
+	// set to the next arrival number of (Tenant, Session), unique and
+	// increasing in commit order (a reader that sees Seq n also sees every
+	// record of the session with a lower Seq). The record must be kept at
+	// least until RetainUntil and may vanish any time after it.
+	Update(ctx context.Context, tenant, key string, fn func(cur *Record) (*Record, error)) error
+
+	// Delete removes the record under (tenant, key), or returns an error
+	// matching ErrNotFound.
+	Delete(ctx context.Context, tenant, key string) error
+
+	// ListSession returns up to limit records of (tenant, session) with Seq
+	// greater than after, in increasing Seq order. limit <= 0 means no limit.
+	ListSession(ctx context.Context, tenant, session string, after uint64, limit int) ([]Record, error)
+
+	// ListWorkflow returns the records of (tenant, workflow) in arrival
+	// order (CreatedAt, then Key).
+	ListWorkflow(ctx context.Context, tenant, workflow string) ([]Record, error)
+
+	// Watch returns a channel that is closed at the next change (Update
+	// that wrote, or Delete) of (tenant, key) after the call, and a stop
+	// function that releases it; stop must be called exactly once. A
+	// backend that cannot observe every change must close the channel
+	// spuriously rather than miss one: waiters re-read after each wake-up.
+	Watch(tenant, key string) (changed <-chan struct{}, stop func())
+}
