@@ -72,12 +72,14 @@ func BenchmarkUSELoad(b *testing.B) {
 	var heap uint64
 	for b.Loop() {
 		runtime.GC()
+		runtime.GC()
 		var before, after runtime.MemStats
 		runtime.ReadMemStats(&before)
 		u, err := NewUSE(DefaultUSEConfig())
 		if err != nil {
 			b.Fatal(err)
 		}
+		runtime.GC()
 		runtime.GC()
 		runtime.ReadMemStats(&after)
 		heap = after.HeapAlloc - before.HeapAlloc

@@ -4,9 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -112,5 +116,196 @@ func TestUSEEmptyText(t *testing.T) {
 	}
 	if ErrEmptyText.Error() != "embed: empty text" {
 		t.Errorf("ErrEmptyText = %q", ErrEmptyText)
+	}
+}
+
+// FuzzTokenize checks that any string, including invalid UTF-8, tokenizes
+// without panicking into valid ids, and that whatever tokenizes also embeds
+// into a unit vector.
+func FuzzTokenize(f *testing.F) {
+	for _, s := range []string{"hello world", "", " ", "café", "\xff\xfe", "東京タワー", "a\u0000b", "😀😀 :) ://", strings.Repeat("x ", 300), "\u2581\u2581"} {
+		f.Add(s)
+	}
+	u := sharedUSE(f)
+	f.Fuzz(func(t *testing.T, s string) {
+		tk, err := u.Tokenize(s)
+		if err != nil {
+			if !errors.Is(err, ErrEmptyText) {
+				t.Fatalf("Tokenize error %v", err)
+			}
+			return
+		}
+		if len(tk.IDs) == 0 {
+			t.Fatal("no tokens for a non-blank text")
+		}
+		for _, id := range tk.IDs {
+			if id < 0 || id >= u.enc.nEmb {
+				t.Fatalf("token id %d out of range", id)
+			}
+		}
+		if len(s) > 200 {
+			return // embedding long inputs is slow under the fuzzer; ids are checked
+		}
+		v, err := u.Embed(context.Background(), []string{s})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := Cosine(v[0], v[0]); math.Abs(n-1) > 1e-5 {
+			t.Fatalf("self-cosine %v", n)
+		}
+	})
+}
+
+func TestUSEClippingAndWindows(t *testing.T) {
+	u := sharedUSE(t)
+	ctx := context.Background()
+	// 140 words: the differing last word lies past the model's 128 tokens.
+	base := strings.Repeat("word ", 139)
+	a, b := base+"alpha", base+"omega"
+	ta, err := u.Tokenize(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !ta.Clipped || ta.Count() <= USEMaxTokens {
+		t.Fatalf("Tokenize: %d tokens, Clipped %v; want > %d and clipped", ta.Count(), ta.Clipped, USEMaxTokens)
+	}
+	v, err := u.Embed(ctx, []string{a, b})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := Cosine(v[0], v[1]); c < 0.999999 {
+		t.Fatalf("texts differing only after token 128 have cosine %v; the model should not see the difference", c)
+	}
+	wa, err := u.EmbedWindows(ctx, a, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wb, err := u.EmbedWindows(ctx, b, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(wa) < 2 || len(wa) != len(wb) {
+		t.Fatalf("EmbedWindows gave %d and %d windows", len(wa), len(wb))
+	}
+	if c := Cosine(wa[len(wa)-1], wb[len(wb)-1]); c > 0.9999 {
+		t.Fatalf("last windows have cosine %v; the tail difference should be visible", c)
+	}
+	// A short text has one window, equal to its embedding.
+	short := "send the invoice to bob"
+	ws, err := u.EmbedWindows(ctx, short, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := u.Embed(ctx, []string{short})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ws) != 1 || Cosine(ws[0], e[0]) < 0.9999999 {
+		t.Fatalf("short text: %d windows, want 1 equal to Embed", len(ws))
+	}
+	if _, err := u.EmbedWindows(ctx, short, 0); !errors.Is(err, ErrConfig) {
+		t.Fatalf("stride 0: error %v, want ErrConfig", err)
+	}
+}
+
+func TestWindows(t *testing.T) {
+	ids := make([]int, 300)
+	for i := range ids {
+		ids[i] = i
+	}
+	w := Windows(ids, 128, 100)
+	// Windows start at 0, 100 and end at the last id: [0,128) [100,228) [172,300).
+	starts := []int{}
+	for _, x := range w {
+		if len(x) != 128 {
+			t.Fatalf("window of %d ids", len(x))
+		}
+		starts = append(starts, x[0])
+	}
+	if !slices.Equal(starts, []int{0, 100, 172}) {
+		t.Fatalf("window starts %v", starts)
+	}
+	if got := Windows(ids[:5], 128, 64); len(got) != 1 || len(got[0]) != 5 {
+		t.Fatalf("short input: %v", got)
+	}
+}
+
+// TestUSEConcurrent embeds from many goroutines at once (run with -race) and
+// checks that results do not depend on batching or concurrency.
+func TestUSEConcurrent(t *testing.T) {
+	cases := loadReference(t)[:24]
+	u := sharedUSE(t)
+	ctx := context.Background()
+	texts := make([]string, len(cases))
+	for i, c := range cases {
+		texts[i] = c.Text
+	}
+	batch, err := u.Embed(ctx, texts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, len(texts))
+	for i := range texts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			v, err := u.Embed(ctx, texts[i:i+1])
+			if err != nil {
+				errs <- err
+				return
+			}
+			if c := Cosine(v[0], batch[i]); c < 0.9999999 {
+				errs <- fmt.Errorf("text %d: single vs batch cosine %v", i, c)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}
+
+func TestUSECanceled(t *testing.T) {
+	u := sharedUSE(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := u.Embed(ctx, []string{"one", "two", "three"}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("error %v, want context.Canceled", err)
+	}
+}
+
+func TestUSEConfig(t *testing.T) {
+	cfg := DefaultUSEConfig()
+	cfg.Workers = -1
+	if _, err := NewUSE(cfg); !errors.Is(err, ErrConfig) {
+		t.Fatalf("NewUSE with Workers -1: %v, want ErrConfig", err)
+	}
+	u := sharedUSE(t)
+	if u.Dim() != 512 || u.Name() == "" || u.MaxTokens() != 128 {
+		t.Fatalf("Dim %d Name %q MaxTokens %d", u.Dim(), u.Name(), u.MaxTokens())
+	}
+	var _ Embedder = u
+}
+
+// TestUSEMemory reports the heap the loaded model keeps.
+func TestUSEMemory(t *testing.T) {
+	runtime.GC()
+	runtime.GC() // twice: sync.Pool keeps a victim cache for one cycle
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	u, err := NewUSE(DefaultUSEConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	runtime.GC()
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	runtime.KeepAlive(u)
+	mb := float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)) / (1 << 20)
+	t.Logf("heap kept by the loaded model: %.1f MB (embedded float16 file: %.1f MB, read-only, of which the token table stays float16)", mb, float64(len(useLiteFile))/(1<<20))
+	if mb > 40 {
+		t.Errorf("loaded model keeps %.1f MB of heap, budget 40 MB", mb)
 	}
 }
