@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
 	"slices"
 	"time"
 )
@@ -114,7 +113,7 @@ func (l *Ledger) checkClaim(req *ClaimRequest) error {
 		return invalid("attempt", "negative")
 	}
 	for _, v := range req.Embedding {
-		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+		if v-v != 0 { // NaN or ±Inf
 			return invalid("embedding", "holds NaN or Inf")
 		}
 	}

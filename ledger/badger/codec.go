@@ -172,9 +172,10 @@ func decodeRecord(b []byte) (ledger.Record, error) {
 		if n > uint64(len(d.b)/4) {
 			d.err = errShort
 		} else {
+			raw := d.fixed(int(n) * 4)
 			r.Embedding = make([]float32, n)
 			for i := range r.Embedding {
-				r.Embedding[i] = math.Float32frombits(binary.LittleEndian.Uint32(d.fixed(4)))
+				r.Embedding[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
 			}
 		}
 	}

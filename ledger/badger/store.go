@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/dgraph-io/badger/v4"
+	"github.com/dgraph-io/badger/v4/options"
 
 	"github.com/idem-dev/idem/ledger"
 )
@@ -147,6 +148,9 @@ func Open(cfg Config) (*Store, error) {
 		WithIndexCacheSize(cfg.IndexCacheSize).
 		WithValueThreshold(cfg.ValueThreshold).
 		WithNumVersionsToKeep(1).
+		// Records are mostly float32 embeddings, which do not compress;
+		// compressing them only costs compaction CPU.
+		WithCompression(options.None).
 		WithLogger(badgerLogger{log.With("component", "badger")})
 	db, err := badger.Open(opts)
 	if err != nil {

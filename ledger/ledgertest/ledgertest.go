@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"sync"
 	"testing"
@@ -470,6 +471,8 @@ func testBadInput(t *testing.T, e *env) {
 	noKey := req("")
 	bigCall := req("k3")
 	bigCall.Canonical = big
+	nanEmbedding := req("k4")
+	nanEmbedding.Embedding = []float32{0, float32(math.NaN())}
 	cases := []struct {
 		name   string
 		do     func() error
@@ -479,6 +482,7 @@ func testBadInput(t *testing.T, e *env) {
 		{"claim without tenant", func() error { _, err := e.l.Claim(e.ctx, noTenant); return err }, ledger.ErrInvalidInput, "tenant"},
 		{"claim without key", func() error { _, err := e.l.Claim(e.ctx, noKey); return err }, ledger.ErrInvalidInput, "key"},
 		{"claim of oversized call", func() error { _, err := e.l.Claim(e.ctx, bigCall); return err }, ledger.ErrTooLarge, "canonical"},
+		{"claim with NaN in embedding", func() error { _, err := e.l.Claim(e.ctx, nanEmbedding); return err }, ledger.ErrInvalidInput, "embedding"},
 		{"complete without tenant", func() error {
 			_, err := e.l.Complete(e.ctx, "", "k1", c.Token, json.RawMessage(`1`))
 			return err
