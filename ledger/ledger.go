@@ -103,6 +103,14 @@ func (l *Ledger) checkClaim(req *ClaimRequest) error {
 	if err := checkKey(req.Key); err != nil {
 		return err
 	}
+	for _, f := range []struct{ name, v string }{
+		{"session_id", req.Session}, {"workflow_id", req.Workflow}, {"step_id", req.Step},
+		{"tool", req.Tool}, {"embedding_model", req.EmbeddingModel},
+	} {
+		if len(f.v) > MaxKeyBytes {
+			return tooLarge(f.name, len(f.v), MaxKeyBytes)
+		}
+	}
 	if len(req.Canonical) > l.cfg.MaxResultBytes {
 		return tooLarge("canonical", len(req.Canonical), l.cfg.MaxResultBytes)
 	}

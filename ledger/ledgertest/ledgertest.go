@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -471,6 +472,8 @@ func testBadInput(t *testing.T, e *env) {
 	noKey := req("")
 	bigCall := req("k3")
 	bigCall.Canonical = big
+	longSession := req("k5")
+	longSession.Session = strings.Repeat("s", ledger.MaxKeyBytes+1)
 	nanEmbedding := req("k4")
 	nanEmbedding.Embedding = []float32{0, float32(math.NaN())}
 	cases := []struct {
@@ -482,6 +485,7 @@ func testBadInput(t *testing.T, e *env) {
 		{"claim without tenant", func() error { _, err := e.l.Claim(e.ctx, noTenant); return err }, ledger.ErrInvalidInput, "tenant"},
 		{"claim without key", func() error { _, err := e.l.Claim(e.ctx, noKey); return err }, ledger.ErrInvalidInput, "key"},
 		{"claim of oversized call", func() error { _, err := e.l.Claim(e.ctx, bigCall); return err }, ledger.ErrTooLarge, "canonical"},
+		{"claim with oversized session id", func() error { _, err := e.l.Claim(e.ctx, longSession); return err }, ledger.ErrTooLarge, "session_id"},
 		{"claim with NaN in embedding", func() error { _, err := e.l.Claim(e.ctx, nanEmbedding); return err }, ledger.ErrInvalidInput, "embedding"},
 		{"complete without tenant", func() error {
 			_, err := e.l.Complete(e.ctx, "", "k1", c.Token, json.RawMessage(`1`))
