@@ -35,11 +35,13 @@ func BenchmarkUSE(b *testing.B) {
 		text, got := textWithTokens(b, cases, n)
 		b.Run(fmt.Sprintf("tokens=%d", got), func(b *testing.B) {
 			b.ReportAllocs()
+			cpu := cpuTime()
 			for b.Loop() {
 				if _, err := u.Embed(ctx, []string{text}); err != nil {
 					b.Fatal(err)
 				}
 			}
+			b.ReportMetric(float64((cpuTime()-cpu).Microseconds())/1e3/float64(b.N), "cpu-ms/op")
 		})
 	}
 }

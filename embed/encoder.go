@@ -121,17 +121,16 @@ func loadEncoder(m *modelFile) (*encoder, error) {
 func (l *layer) load(m *modelFile, i, in int) error {
 	L := fmt.Sprintf("Layer_%d/TransformerLayer/", i)
 	l.in = in
+	// The head count is stored once (Layer_1's split shape); both layers
+	// use it. Each layer stores its own head depth.
 	heads, err := m.scalar(pT + "Layer_1/TransformerLayer/MultiheadAttention/split_heads/split_last_dimension/Reshape/shape/2")
 	if err != nil {
 		return err
 	}
 	l.heads = int(heads)
 	depth, err := m.scalar(pT + L + "MultiheadAttention/split_heads/split_last_dimension/Reshape/shape/3")
-	if err != nil && i == 1 {
+	if err != nil {
 		return err
-	}
-	if i == 0 {
-		depth = float64(in / l.heads) // Layer_0 folds its shape/3 the same way: in/heads
 	}
 	l.depth = int(depth)
 	if l.heads != numHeads || l.heads*l.depth != in {

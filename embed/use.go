@@ -97,6 +97,13 @@ func (u *USE) Tokenize(text string) (Tokens, error) {
 	return Tokens{IDs: ids, Clipped: len(ids) > maxTokens}, nil
 }
 
+// TokenCount is the number of tokens of text; more than MaxTokens means the
+// model sees only a prefix of it.
+func (u *USE) TokenCount(text string) (int, error) {
+	tk, err := u.Tokenize(text)
+	return tk.Count(), err
+}
+
 // Embed returns one L2-normalized 512-d vector per text. A text longer than
 // MaxTokens tokens is embedded from its first MaxTokens tokens only; call
 // Tokenize to know, and EmbedWindows to see the rest. Texts of a batch are

@@ -169,6 +169,9 @@ func TestUSEClippingAndWindows(t *testing.T) {
 	if !ta.Clipped || ta.Count() <= USEMaxTokens {
 		t.Fatalf("Tokenize: %d tokens, Clipped %v; want > %d and clipped", ta.Count(), ta.Clipped, USEMaxTokens)
 	}
+	if n, err := u.TokenCount(a); err != nil || n != ta.Count() {
+		t.Fatalf("TokenCount = %d, %v; want %d", n, err, ta.Count())
+	}
 	v, err := u.Embed(ctx, []string{a, b})
 	if err != nil {
 		t.Fatal(err)
