@@ -109,11 +109,11 @@ type Store struct {
 	cfg Config
 	log *slog.Logger
 
-	// seqLocks serialize, per (tenant, session) stripe, the writes that
+	// seqStripes serialize, per (tenant, session) stripe, the writes that
 	// take a new Seq, from reading the counter to commit, so that Seq order
 	// is commit order.
-	seqLocks [64]sync.Mutex
-	seed     maphash.Seed
+	seqStripes [64]seqStripe
+	seed       maphash.Seed
 
 	mu       sync.Mutex          // guards watchers
 	watchers map[string]*watcher // by record key
@@ -123,6 +123,23 @@ type Store struct {
 	closeOnce sync.Once
 	closeErr  error
 }
+
+// seqStripe is one stripe of session counters.
+type seqStripe struct {
+	mu sync.Mutex // guards cache, and is held from reading a counter to committing it
+	// cache holds the committed value of recently used counters, so that
+	// taking a number needs no read; it is authoritative because only this
+	// Store writes counters, under mu. Bounded: cleared when full.
+	cache map[string]seqCounter
+}
+
+type seqCounter struct {
+	last    uint64 // last number taken
+	expires uint64 // the counter entry's Badger expiry
+}
+
+// maxCachedCounters bounds each stripe's cache.
+const maxCachedCounters = 1024
 
 type watcher struct {
 	ch chan struct{}
@@ -163,6 +180,9 @@ func Open(cfg Config) (*Store, error) {
 		watchers: make(map[string]*watcher),
 		cancel:   cancel,
 		done:     make(chan struct{}),
+	}
+	for i := range s.seqStripes {
+		s.seqStripes[i].cache = make(map[string]seqCounter)
 	}
 	go func() {
 		defer close(s.done)
@@ -309,15 +329,31 @@ func (s *Store) update(tenant, key string, rk []byte, fn func(cur *ledger.Record
 	next.Tenant, next.Key = tenant, key
 	expires := expiresAt(next.RetainUntil)
 
+	var (
+		stripe  *seqStripe
+		ck      []byte
+		counter seqCounter
+	)
 	if next.Seq == 0 && next.Session != "" {
-		mu := s.seqLock(tenant, next.Session)
-		mu.Lock()
-		defer mu.Unlock() // held through Commit: Seq order is commit order
-		seq, err := s.nextSeq(txn, tenant, next.Session, expires)
+		stripe, ck = s.stripe(tenant, next.Session), counterKey(tenant, next.Session)
+		stripe.mu.Lock()
+		defer stripe.mu.Unlock() // held through Commit: Seq order is commit order
+		counter, err = s.loadCounter(stripe, ck)
 		if err != nil {
 			return false, err
 		}
-		next.Seq = seq
+		counter.last++
+		if expires == 0 || counter.expires == 0 {
+			counter.expires = 0 // never expires
+		} else {
+			counter.expires = max(counter.expires, expires) // outlives its records
+		}
+		next.Seq = counter.last
+		// Written blind (not read in txn), so it never makes txn conflict.
+		e := &badger.Entry{Key: ck, Value: binary.BigEndian.AppendUint64(nil, counter.last), ExpiresAt: counter.expires}
+		if err := txn.SetEntry(e); err != nil {
+			return false, err
+		}
 	}
 	if cur != nil {
 		if cur.Session != "" && (cur.Session != next.Session || cur.Seq != next.Seq) {
@@ -347,7 +383,16 @@ func (s *Store) update(tenant, key string, rk []byte, fn func(cur *ledger.Record
 		}
 	}
 	if err := txn.Commit(); err != nil {
+		if stripe != nil {
+			delete(stripe.cache, string(ck)) // reload: the outcome may be unknown
+		}
 		return false, err
+	}
+	if stripe != nil {
+		if len(stripe.cache) >= maxCachedCounters {
+			clear(stripe.cache)
+		}
+		stripe.cache[string(ck)] = counter
 	}
 	return true, nil
 }
@@ -358,15 +403,15 @@ type decided struct{ err error }
 
 func (d decided) Error() string { return d.err.Error() }
 
-// nextSeq takes the next arrival number of (tenant, session) and writes
-// it in txn; the counter lives at least as long as any record numbered
-// from it. The caller holds the session's seqLock, so no other write of
-// the counter is in flight: it is read in a fresh transaction, which sees
-// every committed number (txn's own snapshot may predate the last one),
-// and written blind, so it never makes txn conflict.
-func (s *Store) nextSeq(txn *badger.Txn, tenant, session string, expires uint64) (uint64, error) {
-	ck := counterKey(tenant, session)
-	var last uint64
+// loadCounter returns the committed state of counter ck; the caller holds
+// stripe.mu. On a cache miss it reads the counter in a fresh transaction,
+// which sees every committed number (the caller's own transaction may have
+// started before the last one committed).
+func (s *Store) loadCounter(stripe *seqStripe, ck []byte) (seqCounter, error) {
+	if c, ok := stripe.cache[string(ck)]; ok {
+		return c, nil
+	}
+	var c seqCounter
 	err := s.db.View(func(rtxn *badger.Txn) error {
 		item, err := rtxn.Get(ck)
 		if errors.Is(err, badger.ErrKeyNotFound) {
@@ -375,32 +420,25 @@ func (s *Store) nextSeq(txn *badger.Txn, tenant, session string, expires uint64)
 		if err != nil {
 			return err
 		}
-		if e := item.ExpiresAt(); expires != 0 && (e == 0 || e > expires) {
-			expires = e // never shorten the counter's life
-		}
+		c.expires = item.ExpiresAt()
 		return item.Value(func(v []byte) error {
 			if len(v) != 8 {
 				return fmt.Errorf("%w: session counter of %d bytes", ledger.ErrCorrupt, len(v))
 			}
-			last = binary.BigEndian.Uint64(v)
+			c.last = binary.BigEndian.Uint64(v)
 			return nil
 		})
 	})
-	if err != nil {
-		return 0, err
-	}
-	seq := last + 1
-	e := &badger.Entry{Key: ck, Value: binary.BigEndian.AppendUint64(nil, seq), ExpiresAt: expires}
-	return seq, txn.SetEntry(e)
+	return c, err
 }
 
-func (s *Store) seqLock(tenant, session string) *sync.Mutex {
+func (s *Store) stripe(tenant, session string) *seqStripe {
 	var h maphash.Hash
 	h.SetSeed(s.seed)
 	h.WriteString(tenant)
 	h.WriteByte(0)
 	h.WriteString(session)
-	return &s.seqLocks[h.Sum64()%uint64(len(s.seqLocks))]
+	return &s.seqStripes[h.Sum64()%uint64(len(s.seqStripes))]
 }
 
 // expiresAt converts a retention deadline in ms to Badger's whole-second
