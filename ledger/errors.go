@@ -30,7 +30,7 @@ var (
 	ErrCorrupt = errors.New("ledger: corrupt record")
 )
 
-// FieldError reports a bad argument and names it. It matches
+// FieldError reports a bad argument and names it; it is immutable. It matches
 // ErrInvalidInput, or ErrTooLarge when the value is over a size limit.
 type FieldError struct {
 	Field  string // the argument's name: "tenant", "key", "workflow_id", "result", …

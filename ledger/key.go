@@ -14,7 +14,7 @@ const (
 	MaxKeyBytes    = 1024 // longest key, derived suffix included
 )
 
-// KeyInput is what a key is derived from.
+// KeyInput is what a key is derived from; a plain value.
 type KeyInput struct {
 	// IdempotencyKey is the caller's explicit key. When set it is the base
 	// key and Workflow, Step and Tool are not used for it.

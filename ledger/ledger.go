@@ -12,7 +12,8 @@ import (
 	"time"
 )
 
-// Config configures a Ledger. Start from DefaultConfig.
+// Config configures a Ledger. Start from DefaultConfig. A plain value;
+// New copies it.
 type Config struct {
 	// Lease is how long a claim holds its key before it becomes uncertain,
 	// unless the claim asks for its own. Size it from the slowest
@@ -81,7 +82,8 @@ func New(store Store, cfg Config) (*Ledger, error) {
 	return l, nil
 }
 
-// ClaimRequest is a call asking to execute under a key.
+// ClaimRequest is a call asking to execute under a key. A plain value; the
+// ledger copies what it keeps.
 type ClaimRequest struct {
 	Tenant, Key                   string // required; Key usually from KeyFor
 	Session, Workflow, Step, Tool string

@@ -87,8 +87,9 @@ func (c ErrorClass) String() string {
 
 // Record is one entry of the ledger. Times are Unix milliseconds.
 //
-// A Record is a plain value; the ledger hands out copies, and the Token of
-// a record is only ever returned to the claimant that holds it.
+// A Record is a plain value, not safe for concurrent mutation; the ledger
+// hands out deep copies, and the Token of a record is only ever returned to
+// the claimant that holds it.
 type Record struct {
 	Tenant   string // the tenant owning the key; never empty
 	Key      string // the idempotency key within the tenant; never empty
@@ -178,7 +179,8 @@ func (o Outcome) String() string {
 	return fmt.Sprintf("Outcome(%d)", uint8(o))
 }
 
-// Claim is the answer of Claim, Takeover, Get and Wait.
+// Claim is the answer of Claim, Takeover, Get and Wait: a plain value the
+// caller owns.
 type Claim struct {
 	Outcome Outcome
 	// Record is the record as it stands: the caller's own when Outcome is

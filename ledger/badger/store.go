@@ -34,7 +34,8 @@ import (
 	"github.com/idem-dev/idem/ledger"
 )
 
-// Config configures a Store. Start from DefaultConfig.
+// Config configures a Store. Start from DefaultConfig. A plain value; Open
+// copies it.
 type Config struct {
 	// Dir is the database directory; required.
 	Dir string
