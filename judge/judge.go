@@ -207,6 +207,12 @@ func New(cfg Config) (*Client, error) {
 	}
 	oc.HTTPClient = &http.Client{Timeout: cfg.Timeout, Transport: transport}
 	c.client = openai.NewClientWithConfig(oc)
+	// go-openai refuses, before sending, requests it knows a model cannot
+	// take (reasoning models: o1, o3, o4, gpt-5… fix temperature at 1).
+	// Say so now rather than fail every comparison.
+	if err := openai.NewReasoningValidator().Validate(c.request("")); err != nil {
+		return nil, fmt.Errorf("%w: model %q cannot take this request (temperature, strict JSON schema): %w", ErrConfig, cfg.Model, err)
+	}
 	cache, err := lru.New[uint64, Verdict](cfg.CacheSize)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
@@ -359,11 +365,23 @@ func (c *Client) ask(ctx context.Context, r Request) (Verdict, error) {
 	if err != nil { // checked as valid JSON above; cannot happen
 		return Verdict{}, fmt.Errorf("%w: %w", ErrInvalidInput, err)
 	}
-	res, err := c.client.CreateChatCompletion(ctx, openai.ChatCompletionRequest{
+	res, err := c.client.CreateChatCompletion(ctx, c.request(buf.String()))
+	if err != nil {
+		return Verdict{}, classify(ctx, err)
+	}
+	if len(res.Choices) == 0 {
+		return Verdict{}, fmt.Errorf("%w: no choices", ErrInvalidVerdict)
+	}
+	return c.parse(res.Choices[0].Message)
+}
+
+// request is the chat request for one comparison whose data is user.
+func (c *Client) request(user string) openai.ChatCompletionRequest {
+	return openai.ChatCompletionRequest{
 		Model: c.cfg.Model,
 		Messages: []openai.ChatCompletionMessage{
 			{Role: openai.ChatMessageRoleSystem, Content: systemPrompt},
-			{Role: openai.ChatMessageRoleUser, Content: buf.String()},
+			{Role: openai.ChatMessageRoleUser, Content: user},
 		},
 		Temperature: c.cfg.Temperature,
 		ResponseFormat: &openai.ChatCompletionResponseFormat{
@@ -374,14 +392,7 @@ func (c *Client) ask(ctx context.Context, r Request) (Verdict, error) {
 				Strict: true,
 			},
 		},
-	})
-	if err != nil {
-		return Verdict{}, classify(ctx, err)
 	}
-	if len(res.Choices) == 0 {
-		return Verdict{}, fmt.Errorf("%w: no choices", ErrInvalidVerdict)
-	}
-	return c.parse(res.Choices[0].Message)
 }
 
 // parse validates the model's message as a verdict.

@@ -521,6 +521,7 @@ func TestConfigValidate(t *testing.T) {
 		{"no reason room", func(c *Config) { c.MaxReasonBytes = 0 }},
 		{"no input room", func(c *Config) { c.MaxInputBytes = 0 }},
 		{"no cache", func(c *Config) { c.CacheSize = 0 }},
+		{"reasoning model (temperature fixed at 1)", func(c *Config) { c.Model = "o3-mini" }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
