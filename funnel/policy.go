@@ -1,0 +1,176 @@
+package funnel
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path"
+	"time"
+)
+
+// Action is what a semantic or judged duplicate becomes.
+type Action string
+
+// The actions.
+const (
+	// ActionReplay answers duplicate and hands back the earlier call's result.
+	ActionReplay Action = "replay"
+	// ActionConfirm answers confirm: the agent should ask before executing.
+	ActionConfirm Action = "confirm"
+	// ActionWarn answers execute, and reports the earlier call it resembles.
+	ActionWarn Action = "warn"
+)
+
+// Fallback is what a check decides when the judge cannot answer (off,
+// error, timeout) for a call in the ambiguous band, or when the budget runs
+// out before the semantic stage could finish.
+type Fallback string
+
+// The fallbacks.
+const (
+	// FallbackExecute lets the call execute (and reports the near match).
+	FallbackExecute Fallback = "execute"
+	// FallbackConfirm asks the agent to confirm.
+	FallbackConfirm Fallback = "confirm"
+)
+
+// Policy is how one action type is decided. Policies are matched in order;
+// the first whose tool globs or annotations match a call applies.
+type Policy struct {
+	// Name names the action type in decisions and metrics.
+	Name string `yaml:"name" json:"name"`
+	// Tools are globs (path.Match syntax) over tool names: "send_*".
+	Tools []string `yaml:"tools,omitempty" json:"tools,omitempty"`
+	// ReadOnly, Destructive, Idempotent match the tool's MCP annotations
+	// when set: a policy with ReadOnly true matches tools annotated
+	// readOnlyHint true.
+	ReadOnly    *bool `yaml:"read_only,omitempty" json:"read_only,omitempty"`
+	Destructive *bool `yaml:"destructive,omitempty" json:"destructive,omitempty"`
+	Idempotent  *bool `yaml:"idempotent,omitempty" json:"idempotent,omitempty"`
+
+	// DuplicateThreshold: cosine at or above which a candidate that passed
+	// the identity gate is a duplicate.
+	DuplicateThreshold float64 `yaml:"duplicate_threshold" json:"duplicate_threshold"`
+	// AmbiguousThreshold: cosine at or above which (and below the
+	// duplicate threshold) the judge decides.
+	AmbiguousThreshold float64 `yaml:"ambiguous_threshold" json:"ambiguous_threshold"`
+	// IdentityGate requires a candidate's identity fields to equal the
+	// call's. Turning it off lets embeddings alone decide.
+	IdentityGate bool `yaml:"identity_gate" json:"identity_gate"`
+	// Semantic turns the exact and semantic stages on; off, only the key
+	// decides.
+	Semantic bool `yaml:"semantic" json:"semantic"`
+	// OnDuplicate is what a semantic or judged duplicate becomes.
+	OnDuplicate Action `yaml:"on_duplicate" json:"on_duplicate"`
+	// Judge sends the ambiguous band to the judge (when one is configured).
+	Judge bool `yaml:"judge" json:"judge"`
+	// Fallback applies when the judge cannot answer or the budget ran out.
+	Fallback Fallback `yaml:"fallback" json:"fallback"`
+	// Lease overrides the ledger's lease for this action type's claims.
+	Lease time.Duration `yaml:"lease,omitempty" json:"lease,omitempty"`
+	// Window bounds how far back in the session the exact and semantic
+	// stages look; 0 means the whole retention period.
+	Window time.Duration `yaml:"window,omitempty" json:"window,omitempty"`
+	// Strict refuses an explicit idempotency key reused with a different
+	// canonical call (ErrKeyReuse) instead of replaying the first.
+	Strict bool `yaml:"strict,omitempty" json:"strict,omitempty"`
+}
+
+// DefaultPolicies are safe for a service that knows nothing of its tools:
+// read-only tools replay a semantic duplicate (a repeated read costs
+// nothing); every other tool asks the agent to confirm one, rather than
+// block a possibly legitimate action silently.
+func DefaultPolicies() []Policy {
+	readOnly := true
+	return []Policy{
+		{
+			Name: "read-only", ReadOnly: &readOnly,
+			DuplicateThreshold: 0.9, AmbiguousThreshold: 0.85, IdentityGate: true, Semantic: true,
+			OnDuplicate: ActionReplay, Judge: true, Fallback: FallbackExecute,
+		},
+		DefaultPolicy(),
+	}
+}
+
+// DefaultPolicy is the catch-all policy for write actions.
+func DefaultPolicy() Policy {
+	return Policy{
+		Name:               "default",
+		DuplicateThreshold: 0.9, AmbiguousThreshold: 0.85, IdentityGate: true, Semantic: true,
+		OnDuplicate: ActionConfirm, Judge: true, Fallback: FallbackExecute,
+	}
+}
+
+// Validate reports what is wrong with p, naming the field.
+func (p Policy) Validate() error {
+	var errs []error
+	if p.Name == "" {
+		errs = append(errs, errors.New("name: empty"))
+	}
+	for _, g := range p.Tools {
+		if _, err := path.Match(g, ""); err != nil {
+			errs = append(errs, fmt.Errorf("tools: bad glob %q", g))
+		}
+	}
+	if p.DuplicateThreshold <= 0 || p.DuplicateThreshold > 1 {
+		errs = append(errs, fmt.Errorf("duplicate_threshold: %v not in (0, 1]", p.DuplicateThreshold))
+	}
+	if p.AmbiguousThreshold <= 0 || p.AmbiguousThreshold > p.DuplicateThreshold {
+		errs = append(errs, fmt.Errorf("ambiguous_threshold: %v not in (0, duplicate_threshold]", p.AmbiguousThreshold))
+	}
+	switch p.OnDuplicate {
+	case ActionReplay, ActionConfirm, ActionWarn:
+	default:
+		errs = append(errs, fmt.Errorf("on_duplicate: %q is not replay, confirm or warn", p.OnDuplicate))
+	}
+	switch p.Fallback {
+	case FallbackExecute, FallbackConfirm:
+	default:
+		errs = append(errs, fmt.Errorf("fallback: %q is not execute or confirm", p.Fallback))
+	}
+	if p.Lease < 0 {
+		errs = append(errs, errors.New("lease: negative"))
+	}
+	if p.Window < 0 {
+		errs = append(errs, errors.New("window: negative"))
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("policy %q: %w", p.Name, errors.Join(errs...))
+	}
+	return nil
+}
+
+// ToolInfo is what the funnel knows of a tool beyond its name: its MCP
+// annotations, for matching policies, and its argument schema, for the
+// judge.
+type ToolInfo struct {
+	ReadOnly, Destructive, Idempotent *bool
+	Schema                            json.RawMessage
+}
+
+func (p *Policy) matches(tool string, info ToolInfo) bool {
+	if len(p.Tools) == 0 && p.ReadOnly == nil && p.Destructive == nil && p.Idempotent == nil {
+		return true // a catch-all
+	}
+	if len(p.Tools) > 0 {
+		hit := false
+		for _, g := range p.Tools {
+			if ok, _ := path.Match(g, tool); ok {
+				hit = true
+				break
+			}
+		}
+		if !hit {
+			return false
+		}
+	}
+	return hintMatches(p.ReadOnly, info.ReadOnly) &&
+		hintMatches(p.Destructive, info.Destructive) &&
+		hintMatches(p.Idempotent, info.Idempotent)
+}
+
+// hintMatches: an unset want matches anything; a set one needs the tool to
+// carry the same hint.
+func hintMatches(want, have *bool) bool {
+	return want == nil || (have != nil && *have == *want)
+}
