@@ -1,0 +1,102 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func runIdem(t *testing.T, stdin string, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := run(args, strings.NewReader(stdin), &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func TestCanonCommandPrintsCanonicalFormAndClasses(t *testing.T) {
+	call := `{"tool":"send_email","arguments":"{\"to\":\"ann@example.com\",\"subject\":\"Your invoice for May\",\"n\":1.0}"}`
+	code, out, errs := runIdem(t, "", "canon", call)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	for _, want := range []string{
+		`{"n":1,"subject":"Your invoice for May","to":"ann@example.com"}`,
+		"subject", "text", "heuristic:name=subject", "to", "identity", "heuristic:email",
+		"hash", "identity digest",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	// The same call from stdin, as JSON.
+	code, out, errs = runIdem(t, call, "canon", "--json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	var got struct {
+		Canonical json.RawMessage `json:"canonical"`
+		Hash      string          `json:"hash"`
+		Fields    []struct{ Path, Class, Rule string }
+	}
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatalf("--json output does not parse: %v\n%s", err, out)
+	}
+	if string(got.Canonical) != `{"n":1,"subject":"Your invoice for May","to":"ann@example.com"}` || len(got.Hash) != 16 || len(got.Fields) != 3 {
+		t.Errorf("unexpected --json output: %s", out)
+	}
+}
+
+func TestCanonCommandUsesToolSchemas(t *testing.T) {
+	tools := filepath.Join("..", "..", "..", "shared", "data", "upstream", "tau-bench", "airline", "tools.json")
+	if _, err := os.Stat(tools); err != nil {
+		t.Fatalf("shared data missing (CI lays ../shared beside the checkout): %v", err)
+	}
+	code, out, errs := runIdem(t, "", "canon", "--tools", tools, `{"tool":"book_reservation","arguments":{"cabin":"economy","user_id":"mia_li_3668"}}`)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	if !strings.Contains(out, "schema:enum") {
+		t.Errorf("the schema's enum did not decide the cabin's class:\n%s", out)
+	}
+}
+
+func TestCanonCommandRejectsBadInputWithOneLine(t *testing.T) {
+	cases := []struct {
+		name, in, want string
+	}{
+		{"duplicate key", `{"tool":"t","arguments":{"a":{"b":1,"b":2}}}`, `arguments.a: duplicate key "b"`},
+		{"not an object", `{"tool":"t","arguments":[1]}`, "arguments: want a JSON object"},
+		{"missing tool", `{"arguments":{}}`, "tool: missing"},
+		{"missing arguments", `{"tool":"t"}`, "arguments: missing"},
+		{"unknown key", `{"tool":"t","arguments":{},"extra":1}`, `unknown field "extra"`},
+		{"wrong type", `{"tool":5,"arguments":{}}`, "tool: want string"},
+		{"malformed", `{"tool":"t",`, "input:"},
+		{"empty tool", `{"tool":"","arguments":{}}`, "tool: empty"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			code, out, errs := runIdem(t, tc.in, "canon")
+			if code != 2 {
+				t.Errorf("exit %d, want 2", code)
+			}
+			if out != "" {
+				t.Errorf("printed to stdout on error: %q", out)
+			}
+			if strings.Count(errs, "\n") != 1 || !strings.HasPrefix(errs, "idem canon: ") || !strings.Contains(errs, tc.want) {
+				t.Errorf("stderr %q: want one line naming %q", errs, tc.want)
+			}
+		})
+	}
+}
+
+func TestVersionAndUnknownCommand(t *testing.T) {
+	if code, out, _ := runIdem(t, "", "version"); code != 0 || !strings.HasPrefix(out, "idem ") {
+		t.Errorf("version: exit %d, %q", code, out)
+	}
+	if code, _, errs := runIdem(t, "", "nope"); code != 2 || !strings.Contains(errs, `unknown command "nope"`) {
+		t.Errorf("unknown command: exit %d, %q", code, errs)
+	}
+}
