@@ -180,8 +180,10 @@ type Verdict struct {
 }
 
 // Client compares calls with a chat model. It is safe for concurrent use.
-// It starts no goroutines and holds no resources beyond idle HTTP
-// connections, so it has no Close.
+// The only goroutine it starts runs one model call (singleflight's) and
+// ends no later than the ctx of the Compare that started it, bounded by
+// Config.Timeout; the Client holds nothing else but idle HTTP connections,
+// so it has no Close.
 type Client struct {
 	cfg    Config
 	client *openai.Client
