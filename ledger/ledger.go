@@ -173,12 +173,13 @@ func (l *Ledger) claim(ctx context.Context, req ClaimRequest, takeover bool) (Cl
 		if cur != nil {
 			o := l.outcome(cur, ms)
 			free := o == Retryable || (takeover && o == Uncertain)
+			// cur is the store's copy, ours to keep.
+			cur.Token = ""
 			if !free {
-				out = Claim{Outcome: o, Record: public(cur)}
+				out = Claim{Outcome: o, Record: *cur}
 				return nil, nil
 			}
-			prev := public(cur)
-			out.Previous = &prev
+			out.Previous = cur
 		}
 		next := &Record{
 			Session: req.Session, Workflow: req.Workflow, Step: req.Step, Tool: req.Tool,
@@ -263,17 +264,20 @@ func (l *Ledger) finish(ctx context.Context, op, tenant, key, token string, set 
 		}
 		switch {
 		case cur.Token != token:
-			out = public(cur)
+			out = *cur
+			out.Token = ""
 			return nil, ErrStaleToken
 		case cur.Status != StatusPending:
-			out = public(cur)
+			out = *cur
+			out.Token = ""
 			return nil, fmt.Errorf("%w: it is %s", ErrNotPending, cur.Status)
 		}
-		next := cur.clone()
+		next := *cur // the store hands fn a copy of its own
 		set(&next)
 		next.UpdatedAt = ms
 		next.RetainUntil = now.Add(l.cfg.Retention).UnixMilli()
-		out = public(&next)
+		out = next
+		out.Token = ""
 		return &next, nil
 	})
 	if err != nil {
@@ -300,7 +304,8 @@ func (l *Ledger) Get(ctx context.Context, tenant, key string) (Claim, error) {
 	if l.expired(&rec, ms) {
 		return Claim{}, fmt.Errorf("get %q: %w", key, ErrNotFound)
 	}
-	return Claim{Outcome: l.outcome(&rec, ms), Record: public(&rec)}, nil
+	rec.Token = "" // rec is ours: stores never alias what they return
+	return Claim{Outcome: l.outcome(&rec, ms), Record: rec}, nil
 }
 
 // Wait blocks until the record under (tenant, key) leaves PENDING, its
@@ -413,11 +418,4 @@ func (l *Ledger) outcome(r *Record, ms int64) Outcome {
 		}
 		return InProgress
 	}
-}
-
-// public copies r without its token.
-func public(r *Record) Record {
-	c := r.clone()
-	c.Token = ""
-	return c
 }

@@ -8,7 +8,9 @@ import "context"
 // ledger/ledgertest checks an implementation; every Store must pass it.
 //
 // Implementations must be safe for concurrent use. Records passed in and
-// returned are never retained or aliased by the other side.
+// returned are never retained or aliased by the other side: a record a
+// Store returns, or passes to Update's fn, is the receiver's to keep and
+// modify.
 //
 // For a SQL backend: Update is a transaction that locks the row
 // (INSERT … ON CONFLICT DO NOTHING, then SELECT … FOR UPDATE), Seq comes

@@ -2,7 +2,9 @@ package badger
 
 import (
 	"encoding/json"
+	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 
@@ -141,5 +143,38 @@ func BenchmarkClaimContended(b *testing.B) {
 			}
 			b.ReportMetric(float64(2*n)/b.Elapsed().Seconds(), "claims/s")
 		})
+	}
+}
+
+// BenchmarkComplete: completing a claim by result size; results past
+// Config.ValueThreshold (64 KiB) go to the value log.
+func BenchmarkComplete(b *testing.B) {
+	for _, size := range []int{1 << 10, 64 << 10, 1 << 20} {
+		for _, mode := range syncModes {
+			b.Run(fmt.Sprintf("size=%dKiB/%s", size>>10, mode.name), func(b *testing.B) {
+				l := newLedger(b, openStore(b, b.TempDir(), mode.on), nil)
+				ctx := b.Context()
+				keys := benchKeys(b.N)
+				req := benchRequest("")
+				tokens := make([]string, b.N)
+				for i := range b.N {
+					req.Key = keys[i]
+					c, err := l.Claim(ctx, req)
+					if err != nil {
+						b.Fatal(err)
+					}
+					tokens[i] = c.Token
+				}
+				result := json.RawMessage(`"` + strings.Repeat("r", size-2) + `"`)
+				b.SetBytes(int64(size))
+				b.ReportAllocs()
+				b.ResetTimer()
+				for i := range b.N {
+					if _, err := l.Complete(ctx, "bench", keys[i], tokens[i], result); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
 	}
 }

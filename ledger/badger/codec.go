@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"math"
+	"slices"
 
 	"github.com/idem-dev/idem/ledger"
 )
@@ -60,7 +61,10 @@ const codecVersion = 1
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 func encodeRecord(dst []byte, r *ledger.Record) []byte {
-	b := append(dst, codecVersion)
+	size := 1 + 7*binary.MaxVarintLen64 + 16 + 4*len(r.Embedding) + 2 + 7*binary.MaxVarintLen64 + 4 +
+		len(r.Tenant) + len(r.Key) + len(r.Session) + len(r.Workflow) + len(r.Step) + len(r.Tool) +
+		len(r.Canonical) + len(r.EmbeddingModel) + len(r.Result) + len(r.Error) + len(r.Token)
+	b := append(slices.Grow(dst, size), codecVersion)
 	for _, s := range []string{r.Tenant, r.Key, r.Session, r.Workflow, r.Step, r.Tool} {
 		b = appendLP(b, s)
 	}
