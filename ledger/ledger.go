@@ -347,11 +347,26 @@ func (l *Ledger) Session(ctx context.Context, tenant, session string, after uint
 	if session == "" {
 		return nil, fmt.Errorf("list session: %w", invalid("session_id", "empty"))
 	}
-	recs, err := l.store.ListSession(ctx, tenant, session, after, limit)
-	if err != nil {
-		return nil, fmt.Errorf("list session: %w", err)
+	var out []Record
+	for {
+		want := 0 // no limit
+		if limit > 0 {
+			want = limit - len(out)
+		}
+		recs, err := l.store.ListSession(ctx, tenant, session, after, want)
+		if err != nil {
+			return nil, fmt.Errorf("list session: %w", err)
+		}
+		if len(recs) > 0 {
+			after = recs[len(recs)-1].Seq
+		}
+		out = append(out, l.live(recs)...)
+		// A full page that lost records past retention: read on, so a
+		// caller paging by Seq is not told the session ends there.
+		if want == 0 || len(recs) < want || len(out) == limit {
+			return out, nil
+		}
 	}
-	return l.live(recs), nil
 }
 
 // Workflow returns the records of (tenant, workflow) in arrival order, so

@@ -552,6 +552,9 @@ func testRetention(t *testing.T, e *env) {
 	if got := keys(recs); !slices.Equal(got, []string{"pending"}) {
 		t.Errorf("session after retention lists %v, want [pending] (kept for lease+retention)", got)
 	}
+	if recs, err := e.l.Session(e.ctx, "t1", "s1", 0, 1); err != nil || !slices.Equal(keys(recs), []string{"pending"}) {
+		t.Errorf("first page of 1 after retention: %v, %v; want [pending], not an empty page", keys(recs), err)
+	}
 	fresh := e.claim(req("done"), ledger.Claimed)
 	if fresh.Previous != nil {
 		t.Errorf("claim after retention saw a previous record")
