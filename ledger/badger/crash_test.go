@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -74,6 +75,9 @@ func TestCrash(t *testing.T) {
 			t.Fatal(err)
 		}
 		_ = cmd.Wait() // "signal: killed"
+		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() {
+			t.Fatalf("crash child %d ended by itself (%v) before the kill", run, cmd.ProcessState)
+		}
 
 		c, p := verifyAfterCrash(ctx, t, dir, run)
 		completed, pending = completed+c, pending+p
