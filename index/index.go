@@ -701,7 +701,11 @@ func (s *scope) search(d int, tag string, q []float32, inv float32, k int) []Hit
 		if rt != t {
 			continue
 		}
-		h := Hit{ID: s.ids[i], Score: vek32.Dot(q, s.vecs[i*d:(i+1)*d]) * inv, Seq: s.seqs[i]}
+		score := vek32.Dot(q, s.vecs[i*d:(i+1)*d]) * inv
+		if len(hits) == k && score < hits[k-1].Score {
+			continue // the common case once hits is full
+		}
+		h := Hit{ID: s.ids[i], Score: score, Seq: s.seqs[i]}
 		if len(hits) == k && !before(h, hits[k-1]) {
 			continue
 		}
