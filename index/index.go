@@ -107,8 +107,10 @@ type Hit struct {
 // session, so nothing below through is missed later.
 //
 // Entries that fail validation (wrong dimension, zero or non-finite vector,
-// empty ID) are skipped and counted in Stats.Skipped rather than failing the
-// scope: a session with one bad row stays searchable.
+// empty ID, or a Seq not above a non-zero afterSeq) are skipped and counted
+// in Stats.Skipped rather than failing the scope: a session with one bad row
+// stays searchable. The index copies vectors: Load may return slices it
+// keeps using.
 //
 // Implementations must be safe for concurrent use; the index never calls
 // Load concurrently for one scope.
