@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -366,4 +367,21 @@ func TestLargeResult(t *testing.T) {
 	if err != nil || got.Outcome != ledger.Duplicate || !bytes.Equal(got.Record.Result, result) {
 		t.Fatalf("replay of the 1 MiB result: %v, %d bytes, %v", got.Outcome, len(got.Record.Result), err)
 	}
+}
+
+// TestSmallMemoryAtOpen: the default options keep an open store's heap
+// near 11 MiB (Badger's own defaults take ~86 MiB).
+func TestSmallMemoryAtOpen(t *testing.T) {
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	s := openStore(t, t.TempDir(), true)
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	grown := int64(after.HeapInuse) - int64(before.HeapInuse)
+	t.Logf("heap in use grew by %.1f MiB at open", float64(grown)/(1<<20))
+	if grown > 32<<20 {
+		t.Fatalf("opening a store took %.1f MiB of heap, want about 11", float64(grown)/(1<<20))
+	}
+	runtime.KeepAlive(s)
 }
