@@ -218,6 +218,9 @@ func New(cfg Config, deps Deps) (*Funnel, error) {
 			f.tok, _ = f.embedder.(Tokenizer)
 		}
 	}
+	if e, ok := f.judge.(interface{ Enabled() bool }); ok && !e.Enabled() {
+		f.judge = nil // a disabled judge is no judge: the fallback applies, quietly
+	}
 	if f.log == nil {
 		f.log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
