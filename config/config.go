@@ -1,0 +1,483 @@
+// Package config is idem's configuration file: its YAML form, its
+// defaults (every key has one, so no file is needed), the environment
+// variables that override single keys, and its validation, whose errors
+// name the bad key and its line.
+//
+// The package reads nothing itself: the caller (cmd/idem) hands Load the
+// file's bytes and a lookup function for the environment, and reads the
+// tools file Tools.File names.
+//
+// Environment variables: every scalar key has one, IDEM_ followed by its
+// path in upper case with dots and nesting turned into underscores:
+// listen → IDEM_LISTEN, data_dir → IDEM_DATA_DIR, store.sync_writes →
+// IDEM_STORE_SYNC_WRITES, limits.canon.max_depth →
+// IDEM_LIMITS_CANON_MAX_DEPTH. The value is read as a YAML scalar of the
+// key's type ("50ms", "true", "8080"). Lists and maps (auth.keys,
+// tools.rules, policies) have none. EnvVars lists them all.
+package config
+
+import (
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"net/url"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/idem-dev/idem/canon"
+	"github.com/idem-dev/idem/funnel"
+)
+
+// Config is the whole configuration. Start from Default. A plain value.
+type Config struct {
+	// Listen is the HTTP address (host:port). Without auth keys it must be
+	// a loopback address.
+	Listen string `yaml:"listen"`
+	// DataDir holds the Badger ledger.
+	DataDir  string        `yaml:"data_dir"`
+	Log      Log           `yaml:"log"`
+	Auth     Auth          `yaml:"auth"`
+	Store    Store         `yaml:"store"`
+	Ledger   Ledger        `yaml:"ledger"`
+	Embedder Embedder      `yaml:"embedder"`
+	Judge    Judge         `yaml:"judge"`
+	Budget   time.Duration `yaml:"budget"`
+	// MaxWait bounds a check's wait_ms.
+	MaxWait  time.Duration   `yaml:"max_wait"`
+	Limits   Limits          `yaml:"limits"`
+	Tools    Tools           `yaml:"tools"`
+	Policies []funnel.Policy `yaml:"policies"`
+}
+
+// Log configures structured logs.
+type Log struct {
+	Format string `yaml:"format"` // text or json
+	Level  string `yaml:"level"`  // debug, info, warn or error
+}
+
+// Auth lists the API keys. With none, idem serves without auth, on a
+// loopback address only, as tenant "default".
+type Auth struct {
+	Keys []APIKey `yaml:"keys"`
+}
+
+// APIKey maps the SHA-256 of an API key (hex) to a tenant. `idem key`
+// makes one.
+type APIKey struct {
+	Tenant string `yaml:"tenant"`
+	SHA256 string `yaml:"sha256"`
+}
+
+// Store configures the Badger store.
+type Store struct {
+	// SyncWrites fsyncs every commit (a machine crash loses nothing
+	// acknowledged).
+	SyncWrites bool          `yaml:"sync_writes"`
+	GCInterval time.Duration `yaml:"gc_interval"`
+}
+
+// Ledger configures records.
+type Ledger struct {
+	Lease          time.Duration `yaml:"lease"`
+	Retention      time.Duration `yaml:"retention"`
+	MaxResultBytes int           `yaml:"max_result_bytes"`
+}
+
+// The embedder providers.
+const (
+	ProviderBuiltin = "builtin"
+	ProviderOpenAI  = "openai"
+	ProviderNone    = "none"
+)
+
+// Embedder chooses the sentence encoder.
+type Embedder struct {
+	// Provider is builtin (the embedded encoder), openai (an
+	// OpenAI-compatible endpoint) or none (no semantic stage beyond
+	// identity equality).
+	Provider   string `yaml:"provider"`
+	BaseURL    string `yaml:"base_url"`
+	Model      string `yaml:"model"`
+	Dimensions int    `yaml:"dimensions"`
+	// APIKeyEnv names the environment variable holding the endpoint's key.
+	APIKeyEnv string        `yaml:"api_key_env"`
+	Timeout   time.Duration `yaml:"timeout"`
+	// CacheEntries bounds the embedding cache; 0 turns it off.
+	CacheEntries int `yaml:"cache_entries"`
+}
+
+// Judge configures the LLM judge (off by default).
+type Judge struct {
+	Enabled   bool          `yaml:"enabled"`
+	BaseURL   string        `yaml:"base_url"`
+	Model     string        `yaml:"model"`
+	APIKeyEnv string        `yaml:"api_key_env"`
+	Timeout   time.Duration `yaml:"timeout"`
+}
+
+// Limits bound requests.
+type Limits struct {
+	// MaxBodyBytes bounds an HTTP request body.
+	MaxBodyBytes int64       `yaml:"max_body_bytes"`
+	Canon        CanonLimits `yaml:"canon"`
+}
+
+// CanonLimits bound a call's arguments (see canon.Config).
+type CanonLimits struct {
+	MaxBytes       int `yaml:"max_bytes"`
+	MaxDepth       int `yaml:"max_depth"`
+	MaxLeaves      int `yaml:"max_leaves"`
+	MaxStringBytes int `yaml:"max_string_bytes"`
+	MaxTextView    int `yaml:"max_text_view"`
+}
+
+// Tools says what idem knows of the agent's tools.
+type Tools struct {
+	// File is a JSON array of tool definitions (OpenAI function tools or
+	// MCP tools): their schemas class fields, their annotations match
+	// policies. Relative to the working directory.
+	File string `yaml:"file"`
+	// Rules are per-tool field rules, by exact tool name; they add to (and
+	// for the same field, override) what the file's schema says.
+	Rules map[string]ToolRule `yaml:"rules"`
+}
+
+// ToolRule is what the config says of one tool.
+type ToolRule struct {
+	// Fields maps a path pattern ("amount", "items[].note") to a rule.
+	Fields    map[string]FieldRule `yaml:"fields"`
+	Normalize canon.Normalize      `yaml:"normalize"`
+	// ReadOnly, Destructive, Idempotent set the tool's MCP annotations
+	// (overriding the file's), for policy matching.
+	ReadOnly    *bool `yaml:"read_only"`
+	Destructive *bool `yaml:"destructive"`
+	Idempotent  *bool `yaml:"idempotent"`
+}
+
+// FieldRule classes one field (see canon.FieldRule).
+type FieldRule struct {
+	// Class is identity, text or ignored; empty lets the schema and
+	// heuristics decide.
+	Class     string          `yaml:"class"`
+	Normalize canon.Normalize `yaml:"normalize"`
+}
+
+// DefaultTenant is the tenant of every request when no keys are
+// configured.
+const DefaultTenant = "default"
+
+// Default returns the configuration idem runs with when given no file:
+// 127.0.0.1:8080, ./idem-data, sync writes, the built-in encoder, no
+// judge, a 50 ms budget and the default policies.
+func Default() Config {
+	cl := canon.DefaultConfig()
+	lc := funnel.DefaultConfig()
+	return Config{
+		Listen:  "127.0.0.1:8080",
+		DataDir: "./idem-data",
+		Log:     Log{Format: "text", Level: "info"},
+		Store:   Store{SyncWrites: true, GCInterval: 5 * time.Minute},
+		Ledger:  Ledger{Lease: 5 * time.Minute, Retention: 24 * time.Hour, MaxResultBytes: 1 << 20},
+		Embedder: Embedder{
+			Provider: ProviderBuiltin, Timeout: 10 * time.Second, CacheEntries: 100_000,
+		},
+		Judge:   Judge{BaseURL: "https://api.openai.com/v1", Timeout: 2 * time.Second},
+		Budget:  lc.Budget,
+		MaxWait: lc.MaxWait,
+		Limits: Limits{
+			MaxBodyBytes: 4 << 20,
+			Canon: CanonLimits{
+				MaxBytes: cl.MaxBytes, MaxDepth: cl.MaxDepth, MaxLeaves: cl.MaxLeaves,
+				MaxStringBytes: cl.MaxStringBytes, MaxTextView: cl.MaxTextView,
+			},
+		},
+		Policies: funnel.DefaultPolicies(),
+	}
+}
+
+// ErrInvalid is matched by every error Load and Validate return.
+var ErrInvalid = errors.New("config: invalid")
+
+// Error is one problem with the configuration, naming the key (a path:
+// "embedder.provider", "policies[1]") and, when it came from the file,
+// its line; from an environment variable, the variable.
+type Error struct {
+	Key  string
+	Line int    // 1-based; 0 when not from the file
+	Env  string // the environment variable, when from one
+	Msg  string
+}
+
+func (e *Error) Error() string {
+	switch {
+	case e.Env != "":
+		return fmt.Sprintf("config: %s (from %s): %s", e.Key, e.Env, e.Msg)
+	case e.Line > 0:
+		return fmt.Sprintf("config: line %d: %s: %s", e.Line, e.Key, e.Msg)
+	}
+	return fmt.Sprintf("config: %s: %s", e.Key, e.Msg)
+}
+
+// Is reports whether target is ErrInvalid.
+func (e *Error) Is(target error) bool { return target == ErrInvalid }
+
+// Validate reports every problem with c, each an *Error naming the key.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(key, format string, a ...any) {
+		errs = append(errs, &Error{Key: key, Msg: fmt.Sprintf(format, a...)})
+	}
+	host, _, err := net.SplitHostPort(c.Listen)
+	if err != nil {
+		bad("listen", "want host:port, got %q", c.Listen)
+	} else if len(c.Auth.Keys) == 0 && !IsLoopback(host) {
+		bad("listen", "%q is not a loopback address and no auth.keys are configured: add keys (idem key) or listen on 127.0.0.1", c.Listen)
+	}
+	if c.DataDir == "" {
+		bad("data_dir", "empty")
+	}
+	switch c.Log.Format {
+	case "text", "json":
+	default:
+		bad("log.format", "%q is not text or json", c.Log.Format)
+	}
+	switch c.Log.Level {
+	case "debug", "info", "warn", "error":
+	default:
+		bad("log.level", "%q is not debug, info, warn or error", c.Log.Level)
+	}
+	seen := map[string]bool{}
+	for i, k := range c.Auth.Keys {
+		key := fmt.Sprintf("auth.keys[%d]", i)
+		if err := CheckTenant(k.Tenant); err != nil {
+			bad(key+".tenant", "%v", err)
+		}
+		if b, err := hex.DecodeString(k.SHA256); err != nil || len(b) != 32 {
+			bad(key+".sha256", "want 64 hex digits (the SHA-256 of the key, as `idem key` prints it)")
+		} else if seen[strings.ToLower(k.SHA256)] {
+			bad(key+".sha256", "the same key is listed twice")
+		}
+		seen[strings.ToLower(k.SHA256)] = true
+	}
+	if c.Store.GCInterval <= 0 {
+		bad("store.gc_interval", "must be positive")
+	}
+	if c.Ledger.Lease <= 0 {
+		bad("ledger.lease", "must be positive")
+	}
+	if c.Ledger.Retention <= 0 {
+		bad("ledger.retention", "must be positive")
+	}
+	if c.Ledger.MaxResultBytes <= 0 {
+		bad("ledger.max_result_bytes", "must be positive")
+	}
+	e := &c.Embedder
+	switch e.Provider {
+	case ProviderBuiltin, ProviderNone:
+	case ProviderOpenAI:
+		if !httpURL(e.BaseURL) {
+			bad("embedder.base_url", "%q is not an http(s) URL", e.BaseURL)
+		}
+		if e.Model == "" {
+			bad("embedder.model", "required with provider openai")
+		}
+		if e.Dimensions == 0 {
+			bad("embedder.dimensions", "required with provider openai (the index is sized before the first call)")
+		}
+	default:
+		bad("embedder.provider", "%q is not builtin, openai or none", e.Provider)
+	}
+	if e.Dimensions < 0 {
+		bad("embedder.dimensions", "negative")
+	}
+	if e.Timeout <= 0 {
+		bad("embedder.timeout", "must be positive")
+	}
+	if e.CacheEntries < 0 {
+		bad("embedder.cache_entries", "negative")
+	}
+	if c.Judge.Enabled {
+		if !httpURL(c.Judge.BaseURL) {
+			bad("judge.base_url", "%q is not an http(s) URL", c.Judge.BaseURL)
+		}
+		if c.Judge.Model == "" {
+			bad("judge.model", "required when the judge is enabled")
+		}
+	}
+	if c.Judge.Timeout <= 0 {
+		bad("judge.timeout", "must be positive")
+	}
+	if c.Budget <= 0 {
+		bad("budget", "must be positive")
+	}
+	if c.MaxWait < 0 {
+		bad("max_wait", "negative")
+	}
+	if c.Limits.MaxBodyBytes < 1024 {
+		bad("limits.max_body_bytes", "must be at least 1024")
+	}
+	cl := c.Limits.Canon
+	for _, f := range []struct {
+		key string
+		v   int
+	}{
+		{"max_bytes", cl.MaxBytes}, {"max_depth", cl.MaxDepth}, {"max_leaves", cl.MaxLeaves},
+		{"max_string_bytes", cl.MaxStringBytes}, {"max_text_view", cl.MaxTextView},
+	} {
+		if f.v <= 0 {
+			bad("limits.canon."+f.key, "must be positive")
+		}
+	}
+	if cl.MaxDepth > 10_000 {
+		bad("limits.canon.max_depth", "at most 10000")
+	}
+	if int64(cl.MaxBytes) > c.Limits.MaxBodyBytes {
+		bad("limits.canon.max_bytes", "larger than limits.max_body_bytes (%d): no request could carry such arguments", c.Limits.MaxBodyBytes)
+	}
+	for name, r := range c.Tools.Rules {
+		for pat, f := range r.Fields {
+			if f.Class != "" {
+				if _, err := canon.ParseClass(f.Class); err != nil {
+					bad("tools.rules."+name+".fields."+pat+".class", "%q is not identity, text or ignored", f.Class)
+				}
+			}
+		}
+		cc := canon.DefaultConfig()
+		cc.Tools = map[string]canon.ToolConfig{name: r.canon(nil)}
+		if err := cc.Validate(); err != nil {
+			bad("tools.rules."+name, "%s", strings.TrimPrefix(err.Error(), "canon: "))
+		}
+	}
+	if len(c.Policies) == 0 {
+		bad("policies", "empty: omit the key for the default policies")
+	}
+	names := map[string]bool{}
+	for i, p := range c.Policies {
+		key := fmt.Sprintf("policies[%d]", i)
+		if err := p.Validate(); err != nil {
+			bad(key, "%s", strings.ReplaceAll(err.Error(), "\n", "; "))
+		}
+		if names[p.Name] {
+			bad(key+".name", "%q defined twice", p.Name)
+		}
+		names[p.Name] = true
+	}
+	return errors.Join(errs...)
+}
+
+// CheckTenant reports whether t can name a tenant.
+func CheckTenant(t string) error {
+	switch {
+	case t == "":
+		return errors.New("empty")
+	case len(t) > 256:
+		return errors.New("longer than 256 bytes")
+	case !utf8.ValidString(t) || strings.ContainsRune(t, 0):
+		return errors.New("not valid UTF-8 text")
+	}
+	return nil
+}
+
+// IsLoopback reports whether host (from host:port) is a loopback address
+// or "localhost". An empty host (all interfaces) is not.
+func IsLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	a, err := netip.ParseAddr(host)
+	return err == nil && a.IsLoopback()
+}
+
+func httpURL(s string) bool {
+	u, err := url.Parse(s)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != ""
+}
+
+// Canon returns the canonicalizer's configuration: the limits, the
+// schemas of defs (read from Tools.File) and the inline rules.
+func (c *Config) Canon(defs []canon.Tool) canon.Config {
+	cc := canon.DefaultConfig()
+	l := c.Limits.Canon
+	cc.MaxBytes, cc.MaxDepth, cc.MaxLeaves = l.MaxBytes, l.MaxDepth, l.MaxLeaves
+	cc.MaxStringBytes, cc.MaxTextView = l.MaxStringBytes, l.MaxTextView
+	cc.Tools = map[string]canon.ToolConfig{}
+	for _, d := range defs {
+		cc.Tools[d.Name] = canon.ToolConfig{Schema: d.Schema}
+	}
+	for name, r := range c.Tools.Rules {
+		cc.Tools[name] = r.canon(cc.Tools[name].Schema)
+	}
+	return cc
+}
+
+func (r ToolRule) canon(schema []byte) canon.ToolConfig {
+	tc := canon.ToolConfig{Schema: schema, Normalize: r.Normalize}
+	if len(r.Fields) > 0 {
+		tc.Fields = make(map[string]canon.FieldRule, len(r.Fields))
+		for pat, f := range r.Fields {
+			cls, _ := canon.ParseClass(f.Class) // checked by Validate; "" is unset
+			tc.Fields[pat] = canon.FieldRule{Class: cls, Normalize: f.Normalize}
+		}
+	}
+	return tc
+}
+
+// FunnelTools returns what the funnel knows of each tool: defs'
+// annotations and schemas, overridden by the inline rules' annotations.
+func (c *Config) FunnelTools(defs []canon.Tool) map[string]funnel.ToolInfo {
+	out := map[string]funnel.ToolInfo{}
+	for _, d := range defs {
+		out[d.Name] = funnel.ToolInfo{ReadOnly: d.ReadOnly, Destructive: d.Destructive, Idempotent: d.Idempotent, Schema: d.Schema}
+	}
+	for name, r := range c.Tools.Rules {
+		ti := out[name]
+		if r.ReadOnly != nil {
+			ti.ReadOnly = r.ReadOnly
+		}
+		if r.Destructive != nil {
+			ti.Destructive = r.Destructive
+		}
+		if r.Idempotent != nil {
+			ti.Idempotent = r.Idempotent
+		}
+		out[name] = ti
+	}
+	return out
+}
+
+// ToolNames lists the tools the config names (the file's and the rules'):
+// the only tool names metrics use as label values.
+func (c *Config) ToolNames(defs []canon.Tool) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, d := range defs {
+		if !seen[d.Name] {
+			seen[d.Name] = true
+			out = append(out, d.Name)
+		}
+	}
+	for name := range c.Tools.Rules {
+		if !seen[name] {
+			seen[name] = true
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// TenantKeys returns the tenant of each key's SHA-256. Call it on a
+// valid Config.
+func (c *Config) TenantKeys() map[[32]byte]string {
+	out := make(map[[32]byte]string, len(c.Auth.Keys))
+	for _, k := range c.Auth.Keys {
+		var h [32]byte
+		if b, err := hex.DecodeString(k.SHA256); err == nil && len(b) == 32 {
+			copy(h[:], b)
+			out[h] = k.Tenant
+		}
+	}
+	return out
+}

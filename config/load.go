@@ -1,0 +1,336 @@
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/goccy/go-yaml"
+	"github.com/goccy/go-yaml/ast"
+	"github.com/goccy/go-yaml/parser"
+
+	"github.com/idem-dev/idem/funnel"
+)
+
+// MaxFileBytes bounds a configuration file.
+const MaxFileBytes = 1 << 20
+
+// Load returns the configuration data describes (YAML; empty means all
+// defaults), with the environment variables lookupEnv finds applied on top
+// (nil: none), validated. Keys absent from the file keep their defaults;
+// a policy's absent keys take DefaultPolicy's values. Unknown and
+// duplicate keys are errors. Every error is an *Error (matching
+// ErrInvalid) naming the key and line, joined with errors.Join.
+func Load(data []byte, lookupEnv func(string) (string, bool)) (Config, error) {
+	cfg := Default()
+	if len(data) > MaxFileBytes {
+		return cfg, &Error{Key: "(file)", Msg: fmt.Sprintf("larger than %d bytes", MaxFileBytes)}
+	}
+	var keys []keyPos
+	var root ast.Node
+	if len(bytes.TrimSpace(data)) > 0 {
+		f, err := parser.ParseBytes(data, 0)
+		if err != nil {
+			return cfg, yamlError(err, nil)
+		}
+		if len(f.Docs) > 1 {
+			return cfg, &Error{Key: "(file)", Msg: "more than one YAML document"}
+		}
+		if len(f.Docs) == 1 && f.Docs[0].Body != nil {
+			root = f.Docs[0].Body
+		}
+	}
+	if root != nil {
+		if _, ok := root.(*ast.MappingNode); !ok {
+			if _, ok := root.(*ast.MappingValueNode); !ok {
+				if _, isComment := root.(*ast.CommentGroupNode); !isComment {
+					return cfg, &Error{Key: "(file)", Line: root.GetToken().Position.Line, Msg: "want a mapping of keys"}
+				}
+				root = nil
+			}
+		}
+	}
+	if root != nil {
+		keys = collectKeys(root, "", nil)
+		if err := yaml.UnmarshalWithOptions(data, &cfg, yaml.Strict()); err != nil {
+			return cfg, yamlError(err, keys)
+		}
+		fillPolicies(&cfg, keys)
+	}
+	if lookupEnv != nil {
+		if err := applyEnv(&cfg, lookupEnv); err != nil {
+			return cfg, err
+		}
+	}
+	if err := cfg.Validate(); err != nil {
+		return cfg, placeErrors(err, keys, lookupEnv)
+	}
+	return cfg, nil
+}
+
+// keyPos is where a key (or a list item) sits in the file.
+type keyPos struct {
+	path      string // "store.sync_writes", "policies[1].name"
+	line, col int
+}
+
+func collectKeys(n ast.Node, prefix string, out []keyPos) []keyPos {
+	switch n := n.(type) {
+	case *ast.DocumentNode:
+		if n.Body != nil {
+			out = collectKeys(n.Body, prefix, out)
+		}
+	case *ast.MappingNode:
+		for _, v := range n.Values {
+			out = collectKeys(v, prefix, out)
+		}
+	case *ast.MappingValueNode:
+		name := n.Key.GetToken().Value
+		p := name
+		if prefix != "" {
+			p = prefix + "." + name
+		}
+		pos := n.Key.GetToken().Position
+		out = append(out, keyPos{path: p, line: pos.Line, col: pos.Column})
+		if n.Value != nil {
+			out = collectKeys(n.Value, p, out)
+		}
+	case *ast.SequenceNode:
+		for i, v := range n.Values {
+			p := fmt.Sprintf("%s[%d]", prefix, i)
+			if v == nil {
+				continue
+			}
+			pos := v.GetToken().Position
+			out = append(out, keyPos{path: p, line: pos.Line, col: pos.Column})
+			out = collectKeys(v, p, out)
+		}
+	case *ast.AnchorNode:
+		out = collectKeys(n.Value, prefix, out)
+	case *ast.TagNode:
+		out = collectKeys(n.Value, prefix, out)
+	}
+	return out
+}
+
+// keyAt is the deepest key on line at or before col.
+func keyAt(keys []keyPos, line, col int) string {
+	best := ""
+	bestCol := -1
+	for _, k := range keys {
+		if k.line == line && k.col <= col && k.col >= bestCol {
+			best, bestCol = k.path, k.col
+		}
+	}
+	if best == "" {
+		// A value on a line of its own (a block scalar, a flow list):
+		// the nearest key above it.
+		for _, k := range keys {
+			if k.line < line {
+				best = k.path
+			}
+		}
+	}
+	return best
+}
+
+// lineOf is the line of key, or of its nearest ancestor in the file.
+func lineOf(keys []keyPos, key string) int {
+	for key != "" {
+		for _, k := range keys {
+			if k.path == key {
+				return k.line
+			}
+		}
+		i := strings.LastIndexAny(key, ".[")
+		if i < 0 {
+			return 0
+		}
+		key = key[:i]
+	}
+	return 0
+}
+
+// yamlError turns a go-yaml error into an *Error naming key and line.
+func yamlError(err error, keys []keyPos) error {
+	var ye yaml.Error
+	if errors.As(err, &ye) && ye.GetToken() != nil {
+		pos := ye.GetToken().Position
+		key := keyAt(keys, pos.Line, pos.Column)
+		if key == "" {
+			key = "(file)"
+		}
+		return &Error{Key: key, Line: pos.Line, Msg: cleanYAMLMessage(ye.GetMessage())}
+	}
+	return &Error{Key: "(file)", Msg: err.Error()}
+}
+
+func cleanYAMLMessage(m string) string {
+	// "cannot unmarshal string into Go struct field Config.Store of type
+	// bool": the Go names mean nothing to a user; keep the types.
+	if i := strings.Index(m, " into Go struct field "); i >= 0 {
+		if j := strings.LastIndex(m, " of type "); j > i {
+			return m[:i] + " into a value of type " + goTypeName(m[j+len(" of type "):])
+		}
+	}
+	return m
+}
+
+func goTypeName(t string) string {
+	switch t {
+	case "time.Duration":
+		return "duration (e.g. 50ms, 5m)"
+	case "int", "int64", "uint64", "int32":
+		return "integer"
+	case "float64":
+		return "number"
+	case "bool":
+		return "boolean"
+	}
+	return t
+}
+
+// fillPolicies gives each policy from the file DefaultPolicy's value for
+// every key it does not set.
+func fillPolicies(cfg *Config, keys []keyPos) {
+	present := map[string]bool{}
+	for _, k := range keys {
+		present[k.path] = true
+	}
+	if !present["policies"] {
+		return
+	}
+	def := funnel.DefaultPolicy()
+	dv := reflect.ValueOf(def)
+	for i := range cfg.Policies {
+		pv := reflect.ValueOf(&cfg.Policies[i]).Elem()
+		t := pv.Type()
+		for j := 0; j < t.NumField(); j++ {
+			tag := yamlName(t.Field(j))
+			if tag == "" || tag == "name" {
+				continue
+			}
+			if !present[fmt.Sprintf("policies[%d].%s", i, tag)] {
+				pv.Field(j).Set(dv.Field(j))
+			}
+		}
+	}
+}
+
+func yamlName(f reflect.StructField) string {
+	tag := f.Tag.Get("yaml")
+	name, _, _ := strings.Cut(tag, ",")
+	if name == "-" {
+		return ""
+	}
+	return name
+}
+
+var durationType = reflect.TypeFor[time.Duration]()
+
+// EnvVar is one environment variable that overrides a key.
+type EnvVar struct {
+	Name, Key string
+}
+
+// EnvVars lists every environment variable Load reads, with its key.
+func EnvVars() []EnvVar {
+	var out []EnvVar
+	c := Default()
+	walkScalars(reflect.ValueOf(&c).Elem(), nil, func(path []string, _ reflect.Value) {
+		out = append(out, EnvVar{Name: envName(path), Key: strings.Join(path, ".")})
+	})
+	return out
+}
+
+func envName(path []string) string {
+	return "IDEM_" + strings.ToUpper(strings.Join(path, "_"))
+}
+
+func walkScalars(v reflect.Value, path []string, fn func([]string, reflect.Value)) {
+	t := v.Type()
+	for i := 0; i < t.NumField(); i++ {
+		name := yamlName(t.Field(i))
+		if name == "" {
+			continue
+		}
+		f := v.Field(i)
+		p := append(slices.Clip(path), name)
+		switch {
+		case f.Type() == durationType:
+			fn(p, f)
+		case f.Kind() == reflect.Struct:
+			walkScalars(f, p, fn)
+		case f.Kind() == reflect.Slice, f.Kind() == reflect.Map, f.Kind() == reflect.Pointer:
+		default:
+			fn(p, f)
+		}
+	}
+}
+
+func applyEnv(cfg *Config, lookup func(string) (string, bool)) error {
+	var errs []error
+	walkScalars(reflect.ValueOf(cfg).Elem(), nil, func(path []string, f reflect.Value) {
+		name := envName(path)
+		s, ok := lookup(name)
+		if !ok {
+			return
+		}
+		if f.Kind() == reflect.String {
+			f.SetString(s)
+			return
+		}
+		nv := reflect.New(f.Type())
+		if err := yaml.UnmarshalWithOptions([]byte(s), nv.Interface(), yaml.Strict()); err != nil || strings.TrimSpace(s) == "" {
+			msg := fmt.Sprintf("%q is not a %s", s, goTypeName(f.Type().String()))
+			errs = append(errs, &Error{Key: strings.Join(path, "."), Env: name, Msg: msg})
+			return
+		}
+		f.Set(nv.Elem())
+	})
+	return errors.Join(errs...)
+}
+
+// placeErrors adds the line (or the environment variable) to each of
+// Validate's errors.
+func placeErrors(err error, keys []keyPos, lookup func(string) (string, bool)) error {
+	var list []error
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		list = j.Unwrap()
+	} else {
+		list = []error{err}
+	}
+	envOf := map[string]string{}
+	for _, v := range EnvVars() {
+		envOf[v.Key] = v.Name
+	}
+	out := make([]error, 0, len(list))
+	for _, e := range list {
+		var ce *Error
+		if errors.As(e, &ce) {
+			c := *ce
+			if name, ok := envOf[c.Key]; ok && lookup != nil {
+				if _, set := lookup(name); set {
+					c.Env = name
+				}
+			}
+			if c.Env == "" {
+				c.Line = lineOf(keys, c.Key)
+			}
+			out = append(out, &c)
+			continue
+		}
+		out = append(out, e)
+	}
+	return errors.Join(out...)
+}
+
+// Marshal returns cfg as YAML, every key spelled out: the effective
+// configuration.
+func Marshal(cfg Config) ([]byte, error) {
+	return yaml.MarshalWithOptions(cfg, yaml.Indent(2), yaml.IndentSequence(true))
+}

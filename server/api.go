@@ -1,0 +1,356 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/idem-dev/idem/funnel"
+	"github.com/idem-dev/idem/ledger"
+)
+
+// CheckRequest is the body of POST /v1/check.
+type CheckRequest struct {
+	SessionID      string          `json:"session_id"`
+	WorkflowID     string          `json:"workflow_id,omitempty"`
+	StepID         string          `json:"step_id,omitempty"`
+	IdempotencyKey string          `json:"idempotency_key,omitempty"`
+	Tool           string          `json:"tool"`
+	Arguments      json.RawMessage `json:"arguments"`
+	Attempt        *Attempt        `json:"attempt,omitempty"`
+	WaitMS         int64           `json:"wait_ms,omitempty"`
+	Takeover       bool            `json:"takeover,omitempty"`
+}
+
+// Attempt is a check's place among its retries.
+type Attempt struct {
+	Kind   string          `json:"kind,omitempty"` // first, transient or sampling
+	Number int             `json:"number,omitempty"`
+	Error  json.RawMessage `json:"error,omitempty"` // the previous attempt's error (any JSON)
+}
+
+// CompleteRequest is the body of POST /v1/complete.
+type CompleteRequest struct {
+	Key    string          `json:"key"`
+	Token  string          `json:"token"`
+	Result json.RawMessage `json:"result"`
+}
+
+// FailRequest is the body of POST /v1/fail. Transient defaults to true:
+// an unknown failure may be retried.
+type FailRequest struct {
+	Key       string          `json:"key"`
+	Token     string          `json:"token"`
+	Error     json.RawMessage `json:"error"`
+	Transient *bool           `json:"transient,omitempty"`
+}
+
+// Record is a ledger record as the API shows it: never its lease token,
+// never its embedding.
+type Record struct {
+	Key            string          `json:"key"`
+	SessionID      string          `json:"session_id,omitempty"`
+	WorkflowID     string          `json:"workflow_id,omitempty"`
+	StepID         string          `json:"step_id,omitempty"`
+	Tool           string          `json:"tool"`
+	Status         string          `json:"status"`  // PENDING, SUCCESS or FAILED
+	Outcome        string          `json:"outcome"` // what a check of this key finds: in_progress, duplicate, failed_permanent, retryable, uncertain
+	Result         json.RawMessage `json:"result,omitempty"`
+	Error          json.RawMessage `json:"error,omitempty"`
+	ErrorClass     string          `json:"error_class,omitempty"`
+	Canonical      json.RawMessage `json:"canonical,omitempty"`
+	Hash           string          `json:"hash"`
+	IdentityDigest string          `json:"identity_digest"`
+	Attempt        int             `json:"attempt"`
+	LeaseUntil     int64           `json:"lease_until_ms"`
+	CreatedAt      int64           `json:"created_at_ms"`
+	UpdatedAt      int64           `json:"updated_at_ms"`
+	RetainUntil    int64           `json:"retain_until_ms"`
+	Seq            uint64          `json:"seq"`
+}
+
+// Workflow is the body of GET /v1/workflows/{id}.
+type Workflow struct {
+	WorkflowID string   `json:"workflow_id"`
+	Steps      []Record `json:"steps"`
+}
+
+func recordOf(r *ledger.Record, outcome ledger.Outcome) Record {
+	v := Record{
+		Key: r.Key, SessionID: r.Session, WorkflowID: r.Workflow, StepID: r.Step, Tool: r.Tool,
+		Status: r.Status.String(), Outcome: outcome.String(), Result: r.Result, Error: r.Error,
+		Hash: fmt.Sprintf("%016x", r.Hash), IdentityDigest: fmt.Sprintf("%016x", r.Identity),
+		Attempt: r.Attempt, LeaseUntil: r.LeaseUntil, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
+		RetainUntil: r.RetainUntil, Seq: r.Seq,
+	}
+	if r.Status == ledger.StatusFailed {
+		v.ErrorClass = r.Class.String()
+	}
+	if json.Valid(r.Canonical) {
+		v.Canonical = r.Canonical
+	}
+	return v
+}
+
+// outcomeOf is what a check at now finds in a record the ledger handed
+// back from Complete, Fail or Workflow.
+func outcomeOf(r *ledger.Record, now time.Time) ledger.Outcome {
+	switch r.Status {
+	case ledger.StatusSuccess:
+		return ledger.Duplicate
+	case ledger.StatusFailed:
+		if r.Class == ledger.ClassPermanent {
+			return ledger.FailedPermanent
+		}
+		return ledger.Retryable
+	}
+	if r.LeaseUntil <= now.UnixMilli() {
+		return ledger.Uncertain
+	}
+	return ledger.InProgress
+}
+
+func (s *Server) check(w http.ResponseWriter, r *http.Request) error {
+	var req CheckRequest
+	if err := s.decode(w, r, &req); err != nil {
+		return err
+	}
+	if req.WaitMS < 0 {
+		return fieldErr("wait_ms", "negative")
+	}
+	freq := funnel.Request{
+		Tenant: tenantOf(r.Context()), Session: req.SessionID, Workflow: req.WorkflowID,
+		Step: req.StepID, Key: req.IdempotencyKey, Tool: req.Tool, Arguments: req.Arguments,
+		Wait:     time.Duration(min(req.WaitMS, s.cfg.MaxWait.Milliseconds())) * time.Millisecond,
+		Takeover: req.Takeover,
+	}
+	if a := req.Attempt; a != nil {
+		freq.Attempt = funnel.Attempt{Kind: funnel.AttemptKind(a.Kind), Number: a.Number, Error: a.Error}
+	}
+	res, err := s.deps.Funnel.Check(r.Context(), freq)
+	if err != nil {
+		return err
+	}
+	s.metrics.observeCheck(freq.Tenant, s.toolLabel(req.Tool), &freq, &res)
+	if res.Decision == funnel.Duplicate {
+		w.Header().Set("Idempotent-Replayed", "true")
+	}
+	return s.reply(w, http.StatusOK, res)
+}
+
+func (s *Server) complete(w http.ResponseWriter, r *http.Request) error {
+	var req CompleteRequest
+	if err := s.decode(w, r, &req); err != nil {
+		return err
+	}
+	if req.Result == nil {
+		return fieldErr("result", "missing")
+	}
+	tenant := tenantOf(r.Context())
+	rec, err := s.deps.Ledger.Complete(r.Context(), tenant, req.Key, req.Token, req.Result)
+	if err != nil {
+		return err
+	}
+	s.metrics.transition(tenant, "success")
+	return s.reply(w, http.StatusOK, recordOf(&rec, ledger.Duplicate))
+}
+
+func (s *Server) fail(w http.ResponseWriter, r *http.Request) error {
+	var req FailRequest
+	if err := s.decode(w, r, &req); err != nil {
+		return err
+	}
+	if req.Error == nil {
+		return fieldErr("error", "missing")
+	}
+	class, state := ledger.ClassTransient, "failed_transient"
+	if req.Transient != nil && !*req.Transient {
+		class, state = ledger.ClassPermanent, "failed_permanent"
+	}
+	tenant := tenantOf(r.Context())
+	rec, err := s.deps.Ledger.Fail(r.Context(), tenant, req.Key, req.Token, req.Error, class)
+	if err != nil {
+		return err
+	}
+	s.metrics.transition(tenant, state)
+	return s.reply(w, http.StatusOK, recordOf(&rec, outcomeOf(&rec, time.Now())))
+}
+
+func (s *Server) getRecord(w http.ResponseWriter, r *http.Request) error {
+	got, err := s.deps.Ledger.Get(r.Context(), tenantOf(r.Context()), r.PathValue("key"))
+	if err != nil {
+		return err
+	}
+	return s.reply(w, http.StatusOK, recordOf(&got.Record, got.Outcome))
+}
+
+func (s *Server) forget(w http.ResponseWriter, r *http.Request) error {
+	tenant := tenantOf(r.Context())
+	if err := s.deps.Ledger.Forget(r.Context(), tenant, r.PathValue("key")); err != nil {
+		return err
+	}
+	s.metrics.transition(tenant, "forgotten")
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+func (s *Server) workflow(w http.ResponseWriter, r *http.Request) error {
+	id := r.PathValue("id")
+	recs, err := s.deps.Ledger.Workflow(r.Context(), tenantOf(r.Context()), id)
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	out := Workflow{WorkflowID: id, Steps: make([]Record, 0, len(recs))}
+	for i := range recs {
+		out.Steps = append(out.Steps, recordOf(&recs[i], outcomeOf(&recs[i], now)))
+	}
+	return s.reply(w, http.StatusOK, out)
+}
+
+func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) error {
+	return s.reply(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) error {
+	if s.deps.Ready != nil {
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		defer cancel()
+		if err := s.deps.Ready(ctx); err != nil {
+			s.log.WarnContext(r.Context(), "not ready", "err", err)
+			return s.reply(w, http.StatusServiceUnavailable, map[string]string{"status": "not ready"})
+		}
+	}
+	return s.reply(w, http.StatusOK, map[string]string{"status": "ready"})
+}
+
+func (s *Server) openapi(w http.ResponseWriter, _ *http.Request) error {
+	w.Header().Set("Content-Type", "application/json")
+	_, err := w.Write(OpenAPI)
+	return err
+}
+
+func (s *Server) toolLabel(tool string) string {
+	if s.tools[tool] {
+		return tool
+	}
+	return "other"
+}
+
+// reply writes v as JSON.
+func (s *Server) reply(w http.ResponseWriter, status int, v any) error {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return fmt.Errorf("encoding the response: %w", err)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, err := w.Write(buf.Bytes())
+	return err
+}
+
+// requestError is a client's mistake found while decoding, with the
+// status it gets.
+type requestError struct {
+	status int
+	field  string
+	msg    string
+}
+
+func (e *requestError) Error() string {
+	if e.field == "" {
+		return e.msg
+	}
+	return e.field + ": " + e.msg
+}
+
+func fieldErr(field, msg string) error {
+	return &requestError{status: http.StatusBadRequest, field: field, msg: msg}
+}
+
+// decode reads r's body into v strictly: JSON content type, bounded
+// size, valid UTF-8, one value, no unknown fields, numbers kept exact.
+func (s *Server) decode(w http.ResponseWriter, r *http.Request, v any) error {
+	ct := r.Header.Get("Content-Type")
+	mt, _, err := mime.ParseMediaType(ct)
+	if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
+		return &requestError{status: http.StatusUnsupportedMediaType, field: "Content-Type",
+			msg: fmt.Sprintf("want application/json, got %q", ct)}
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
+	if err != nil {
+		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+			return &requestError{status: http.StatusRequestEntityTooLarge, field: "body",
+				msg: fmt.Sprintf("larger than %d bytes", s.cfg.MaxBodyBytes)}
+		}
+		return fmt.Errorf("reading the body: %w", err)
+	}
+	return decodeJSON(body, v)
+}
+
+// decodeJSON is decode without the transport: the fuzz test's target.
+func decodeJSON(body []byte, v any) error {
+	if len(bytes.TrimSpace(body)) == 0 {
+		return fieldErr("body", "empty: want a JSON object")
+	}
+	if !utf8.Valid(body) {
+		return fieldErr("body", "not valid UTF-8")
+	}
+	d := json.NewDecoder(bytes.NewReader(body))
+	d.DisallowUnknownFields()
+	d.UseNumber()
+	if err := d.Decode(v); err != nil {
+		return jsonError(err)
+	}
+	if _, err := d.Token(); err != io.EOF {
+		return fieldErr("body", "more than one JSON value")
+	}
+	return nil
+}
+
+// jsonError names the field (or the offset) of a decoding error.
+func jsonError(err error) error {
+	if te, ok := errors.AsType[*json.UnmarshalTypeError](err); ok {
+		field := te.Field
+		if field == "" {
+			field = "body"
+		}
+		return fieldErr(field, fmt.Sprintf("want %s, got %s", jsonType(te.Type.String()), te.Value))
+	}
+	if se, ok := errors.AsType[*json.SyntaxError](err); ok {
+		return fieldErr("body", fmt.Sprintf("malformed JSON at byte %d: %s", se.Offset, se.Error()))
+	}
+	msg := strings.TrimPrefix(err.Error(), "json: ")
+	if name, ok := strings.CutPrefix(msg, "unknown field "); ok {
+		return fieldErr(strings.Trim(name, `"`), "unknown field")
+	}
+	if errors.Is(err, io.ErrUnexpectedEOF) {
+		return fieldErr("body", "truncated JSON")
+	}
+	return fieldErr("body", msg)
+}
+
+func jsonType(goType string) string {
+	switch goType {
+	case "string":
+		return "a string"
+	case "int", "int64":
+		return "an integer"
+	case "bool", "*bool":
+		return "a boolean"
+	}
+	if strings.HasPrefix(goType, "server.") || strings.HasPrefix(goType, "*server.") {
+		return "an object"
+	}
+	return goType
+}

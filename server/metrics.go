@@ -1,0 +1,117 @@
+package server
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/idem-dev/idem/funnel"
+)
+
+// metrics are the server's Prometheus metrics. Labels are bounded: tenant
+// (from the configured keys), tool (only tools named in the config, else
+// "other"), stage, decision, route, code; never a session or key.
+type metrics struct {
+	checks      *prometheus.CounterVec   // tenant, tool, stage, decision
+	stage       *prometheus.HistogramVec // stage
+	overruns    *prometheus.CounterVec   // tenant
+	judge       *prometheus.CounterVec   // outcome
+	transitions *prometheus.CounterVec   // tenant, state
+	takeovers   *prometheus.CounterVec   // tenant
+	requests    *prometheus.CounterVec   // route, code
+	latency     *prometheus.HistogramVec // route
+}
+
+func newMetrics(reg prometheus.Registerer, cache func() (hits, misses uint64)) (*metrics, error) {
+	m := &metrics{
+		checks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "idem_checks_total",
+			Help: "Checks answered, by the stage that decided and the decision (the hits per layer).",
+		}, []string{"tenant", "tool", "stage", "decision"}),
+		stage: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "idem_stage_duration_seconds",
+			Help:    "Time each funnel stage took in a check (stage total: the whole check).",
+			Buckets: prometheus.ExponentialBuckets(25e-6, 2, 17), // 25 µs … 1.6 s
+		}, []string{"stage"}),
+		overruns: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "idem_budget_exceeded_total",
+			Help: "Checks whose budget ran out before the semantic stage or the judge finished.",
+		}, []string{"tenant"}),
+		judge: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "idem_judge_calls_total",
+			Help: "Judge calls by outcome: duplicate, distinct, or failed (error or timeout: the fallback decided).",
+		}, []string{"outcome"}),
+		transitions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "idem_ledger_transitions_total",
+			Help: "Ledger records entering a state through this server: pending (claimed), success, failed_transient, failed_permanent, forgotten.",
+		}, []string{"tenant", "state"}),
+		takeovers: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "idem_lease_takeovers_total",
+			Help: "Uncertain keys taken over with a new lease.",
+		}, []string{"tenant"}),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "idem_http_requests_total",
+			Help: "HTTP requests by route and status code.",
+		}, []string{"route", "code"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "idem_http_request_duration_seconds",
+			Help:    "HTTP request latency by route.",
+			Buckets: prometheus.ExponentialBuckets(50e-6, 2, 18),
+		}, []string{"route"}),
+	}
+	cs := []prometheus.Collector{m.checks, m.stage, m.overruns, m.judge, m.transitions, m.takeovers, m.requests, m.latency}
+	if cache != nil {
+		cs = append(cs,
+			prometheus.NewCounterFunc(prometheus.CounterOpts{
+				Name: "idem_embed_cache_hits_total",
+				Help: "Texts whose embedding came from the cache.",
+			}, func() float64 { h, _ := cache(); return float64(h) }),
+			prometheus.NewCounterFunc(prometheus.CounterOpts{
+				Name: "idem_embed_cache_misses_total",
+				Help: "Texts the cache sent to the encoder.",
+			}, func() float64 { _, mi := cache(); return float64(mi) }),
+		)
+	}
+	for _, c := range cs {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+func (m *metrics) observeCheck(tenant, tool string, req *funnel.Request, res *funnel.Result) {
+	m.checks.WithLabelValues(tenant, tool, string(res.Stage), string(res.Decision)).Inc()
+	for stage, us := range res.TimingsUS {
+		m.stage.WithLabelValues(stage).Observe(float64(us) / 1e6)
+	}
+	if res.BudgetExceeded {
+		m.overruns.WithLabelValues(tenant).Inc()
+	}
+	switch {
+	case res.Judge != nil && res.Judge.Duplicate:
+		m.judge.WithLabelValues("duplicate").Inc()
+	case res.Judge != nil:
+		m.judge.WithLabelValues("distinct").Inc()
+	default:
+		if _, asked := res.TimingsUS["judge"]; asked {
+			m.judge.WithLabelValues("failed").Inc()
+		}
+	}
+	if res.Decision == funnel.Execute {
+		m.transitions.WithLabelValues(tenant, "pending").Inc()
+		if req.Takeover && res.Stage == funnel.StageKey {
+			m.takeovers.WithLabelValues(tenant).Inc()
+		}
+	}
+}
+
+func (m *metrics) transition(tenant, state string) {
+	m.transitions.WithLabelValues(tenant, state).Inc()
+}
+
+func (m *metrics) request(route string, code int, d time.Duration) {
+	m.requests.WithLabelValues(route, strconv.Itoa(code)).Inc()
+	m.latency.WithLabelValues(route).Observe(d.Seconds())
+}
