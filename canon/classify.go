@@ -104,15 +104,15 @@ func heuristic(name string, n *node) (Class, string) {
 		return Identity, "heuristic:empty-string"
 	}
 	if shape := strongShape(s); shape != "" {
-		return Identity, "heuristic:" + shape
+		return Identity, shapeRules[shape]
 	}
 	// address1, line_2: the number says which of several, not what.
 	norm = strings.TrimRight(norm, "0123456789_")
-	if hint := textName(norm); hint != "" {
-		return Text, "heuristic:name=" + hint
+	if rule := textName(norm); rule != "" {
+		return Text, rule
 	}
-	if hint := identityName(norm); hint != "" {
-		return Identity, "heuristic:name=" + hint
+	if rule := identityName(norm); rule != "" {
+		return Identity, rule
 	}
 	if looksLikeCommand(s) {
 		return Identity, "heuristic:command"
@@ -185,13 +185,45 @@ var textSuffixes = []string{
 	"_comment", "_summary", "_subject", "_title", "_reason", "_explanation",
 }
 
-func textName(n string) string {
-	if textNames[n] {
-		return n
+// Rule strings are built once, so classing a leaf allocates nothing.
+var (
+	textNameRules       = nameRules(textNames)
+	textSuffixRules     = suffixRules(textSuffixes)
+	identityNameRules   = nameRules(identityNames)
+	identitySuffixRules = suffixRules(identitySuffixes)
+	shapeRules          = map[string]string{}
+)
+
+func init() {
+	for _, s := range []string{"uuid", "url", "email", "date", "time", "date-time", "number-string"} {
+		shapeRules[s] = "heuristic:" + s
 	}
-	for _, s := range textSuffixes {
-		if strings.HasSuffix(n, s) {
-			return "*" + s
+}
+
+func nameRules(names map[string]bool) map[string]string {
+	m := make(map[string]string, len(names))
+	for n := range names {
+		m[n] = "heuristic:name=" + n
+	}
+	return m
+}
+
+func suffixRules(suffixes []string) [][2]string {
+	r := make([][2]string, len(suffixes))
+	for i, s := range suffixes {
+		r[i] = [2]string{s, "heuristic:name=*" + s}
+	}
+	return r
+}
+
+// textName returns the rule of a prose-like field name, or "".
+func textName(n string) string {
+	if r, ok := textNameRules[n]; ok {
+		return r
+	}
+	for _, s := range textSuffixRules {
+		if strings.HasSuffix(n, s[0]) {
+			return s[1]
 		}
 	}
 	return ""
@@ -214,13 +246,14 @@ var identitySuffixes = []string{
 	"_count", "_type", "_city", "_location", "_sha", "_ref",
 }
 
+// identityName returns the rule of an identifier-like field name, or "".
 func identityName(n string) string {
-	if identityNames[n] {
-		return n
+	if r, ok := identityNameRules[n]; ok {
+		return r
 	}
-	for _, s := range identitySuffixes {
-		if strings.HasSuffix(n, s) {
-			return "*" + s
+	for _, s := range identitySuffixRules {
+		if strings.HasSuffix(n, s[0]) {
+			return s[1]
 		}
 	}
 	return ""

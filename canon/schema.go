@@ -14,7 +14,8 @@ import (
 type schema struct {
 	types       []string
 	format      string
-	enum        bool // enum or const
+	enum        bool     // enum or const
+	enumVals    []string // the string members of enum, for typed comparison
 	class       Class
 	props       map[string]*schema
 	addProps    *schema
@@ -22,6 +23,7 @@ type schema struct {
 	prefixItems []*schema
 	anyOf       []*schema // anyOf and oneOf branches
 	allOf       []*schema
+	rule        string // the rule decide reports, built once
 }
 
 // maxSchemaDepth bounds $ref expansion and nesting, so a recursive schema
@@ -72,9 +74,29 @@ func buildSchema(v any, root map[string]any, depth int) (*schema, error) {
 		}
 	}
 	s.format, _ = m["format"].(string)
+	if s.format != "" && identityFormats[s.format] {
+		s.rule = "schema:format=" + s.format
+	} else if len(s.types) > 0 {
+		scalar := true
+		for _, t := range s.types {
+			if t != "integer" && t != "number" && t != "boolean" {
+				scalar = false
+			}
+		}
+		if scalar {
+			s.rule = "schema:type=" + strings.Join(s.types, "|")
+		}
+	}
 	_, hasEnum := m["enum"]
 	_, hasConst := m["const"]
 	s.enum = hasEnum || hasConst
+	if ev, ok := m["enum"].([]any); ok {
+		for _, x := range ev {
+			if str, ok := x.(string); ok {
+				s.enumVals = append(s.enumVals, str)
+			}
+		}
+	}
 	if c, ok := m["x-idem-class"].(string); ok {
 		cl, err := ParseClass(c)
 		if err != nil {
@@ -236,19 +258,8 @@ func (s *schema) decide() (Class, string, bool) {
 	if s.enum {
 		return Identity, "schema:enum", true
 	}
-	if s.format != "" && identityFormats[s.format] {
-		return Identity, "schema:format=" + s.format, true
-	}
-	if len(s.types) > 0 {
-		scalar := true
-		for _, t := range s.types {
-			if t != "integer" && t != "number" && t != "boolean" {
-				scalar = false
-			}
-		}
-		if scalar {
-			return Identity, "schema:type=" + strings.Join(s.types, "|"), true
-		}
+	if s.rule != "" {
+		return Identity, s.rule, true
 	}
 	for _, a := range s.allOf {
 		if c, r, ok := a.decide(); ok {
