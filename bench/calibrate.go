@@ -1,0 +1,392 @@
+package bench
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/goccy/go-yaml"
+
+	"github.com/idem-dev/idem/funnel"
+)
+
+// CalibrateConfig configures Calibrate. Start from DefaultCalibrateConfig.
+type CalibrateConfig struct {
+	// WriteTarget and ReadTarget are the precision each action type must
+	// keep: write types (every policy not marked read_only) and read-only
+	// ones.
+	WriteTarget float64
+	ReadTarget  float64
+	// AmbiguousTarget is the precision the ambiguous band must keep for a
+	// judge to be worth asking: the ambiguous threshold is lowered from
+	// the duplicate threshold while the calls at or above it are
+	// duplicates at least this often, by at most MaxBand.
+	AmbiguousTarget float64
+	MaxBand         float64
+	// Step and Lowest define the grid of thresholds swept.
+	Step, Lowest float64
+	// ByTool gives every tool with at least MinPool threshold-dependent
+	// events its own policy (named after it), ahead of the others.
+	ByTool  bool
+	MinPool int
+}
+
+// DefaultCalibrateConfig returns precision targets of 0.99 for write
+// actions and 0.95 for read-only ones, an ambiguous band kept at
+// precision 0.5 and at most 0.15 wide, a grid of 0.005 from 0.5 to 1,
+// one policy per action type.
+func DefaultCalibrateConfig() CalibrateConfig {
+	return CalibrateConfig{
+		WriteTarget: 0.99, ReadTarget: 0.95, AmbiguousTarget: 0.5, MaxBand: 0.15,
+		Step: 0.005, Lowest: 0.5, MinPool: 10,
+	}
+}
+
+// Validate reports what is wrong with c.
+func (c CalibrateConfig) Validate() error {
+	var errs []error
+	for name, v := range map[string]float64{"write_target": c.WriteTarget, "read_target": c.ReadTarget, "ambiguous_target": c.AmbiguousTarget} {
+		if v <= 0 || v > 1 {
+			errs = append(errs, fmt.Errorf("%s: %v not in (0, 1]", name, v))
+		}
+	}
+	if c.Step <= 0 || c.Step > 0.1 {
+		errs = append(errs, fmt.Errorf("step: %v not in (0, 0.1]", c.Step))
+	}
+	if c.Lowest <= 0 || c.Lowest >= 1 {
+		errs = append(errs, fmt.Errorf("lowest: %v not in (0, 1)", c.Lowest))
+	}
+	if c.MaxBand < 0 || c.MaxBand >= 1 {
+		errs = append(errs, fmt.Errorf("max_band: %v not in [0, 1)", c.MaxBand))
+	}
+	if c.MinPool < 1 {
+		errs = append(errs, errors.New("min_pool: must be at least 1"))
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("bench calibrate config: %w", errors.Join(errs...))
+	}
+	return nil
+}
+
+// TypeCalibration is the chosen setting of one action type and what it
+// is expected to give.
+type TypeCalibration struct {
+	Name   string  `json:"name"`
+	Write  bool    `json:"write"`
+	Target float64 `json:"precision_target"`
+	// Pool counts the type's labelled events the thresholds decide;
+	// PoolDuplicates those expected to be duplicates.
+	Pool           int `json:"pool"`
+	PoolDuplicates int `json:"pool_duplicates"`
+
+	DuplicateThreshold float64 `json:"duplicate_threshold"`
+	AmbiguousThreshold float64 `json:"ambiguous_threshold"`
+	// Met is false when no threshold reaches the target; the duplicate
+	// threshold is then 1 (identical text only).
+	Met bool `json:"target_met"`
+	// Expected scores every labelled event of the type at the chosen
+	// thresholds with no judge; Semantic only the pool.
+	Expected Metrics `json:"expected"`
+	Semantic Metrics `json:"expected_semantic"`
+	// JudgeCeiling is the recall a judge that is always right about the
+	// ambiguous band would reach.
+	JudgeCeiling *float64 `json:"judge_ceiling_recall"`
+	// Holdout is the replayed score on the holdout set, when there is one.
+	Holdout *Metrics `json:"holdout,omitempty"`
+}
+
+// Calibration is the outcome of Calibrate.
+type Calibration struct {
+	Set      string            `json:"set"`
+	Config   CalibrateConfig   `json:"config"`
+	Types    []TypeCalibration `json:"types"`
+	Policies []funnel.Policy   `json:"policies"`
+	// Holdout names the holdout set, when there is one.
+	Holdout string `json:"holdout,omitempty"`
+}
+
+// Calibrate sweeps, per action type, the duplicate and ambiguous
+// thresholds over an analysed run and picks the duplicate threshold that
+// maximizes recall while the type's precision (over all its labelled
+// events, those the key and exact stages decide included) stays at or
+// above the target; among equal recalls the highest threshold. The
+// ambiguous threshold is set for a judge (see CalibrateConfig). With no
+// judge the band goes to the policy's fallback: when that is confirm, the
+// band flags too and the ambiguous threshold is held to the precision
+// target as well.
+func Calibrate(a *Analysis, cfg CalibrateConfig) (*Calibration, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	set := a.Run.Set
+	if !set.Labelled() {
+		return nil, fmt.Errorf("bench calibrate: set %s is not labelled", set.Name)
+	}
+	// Group events by type.
+	type typ struct {
+		base   funnel.Policy
+		events []int
+	}
+	var order []string
+	types := map[string]*typ{}
+	add := func(name string, base funnel.Policy, i int) {
+		t := types[name]
+		if t == nil {
+			t = &typ{base: base}
+			types[name] = t
+			order = append(order, name)
+		}
+		t.events = append(t.events, i)
+	}
+	poolByTool := map[string]int{}
+	for i := range set.Events {
+		if a.Pool[i] {
+			poolByTool[set.Events[i].Tool]++
+		}
+	}
+	for i := range set.Events {
+		if a.Run.Decisions[i].Err != "" {
+			continue
+		}
+		p := *a.Policy[i]
+		tool := set.Events[i].Tool
+		if cfg.ByTool && poolByTool[tool] >= cfg.MinPool && p.Semantic {
+			q := p
+			q.Name, q.Tools = tool, []string{tool}
+			add("tool:"+tool, q, i)
+			continue
+		}
+		add(p.Name, p, i)
+	}
+	cal := &Calibration{Set: set.Name, Config: cfg}
+	var byTool, byType []funnel.Policy
+	for _, name := range order {
+		t := types[name]
+		tc := calibrateType(a, cfg, t.base, t.events)
+		p := t.base
+		p.DuplicateThreshold, p.AmbiguousThreshold = tc.DuplicateThreshold, tc.AmbiguousThreshold
+		cal.Types = append(cal.Types, tc)
+		if strings.HasPrefix(name, "tool:") {
+			byTool = append(byTool, p)
+		} else {
+			byType = append(byType, p)
+		}
+	}
+	// Policies in the order the funnel should match them: per-tool ones,
+	// then the run's own policies in their order (calibrated where the
+	// traffic had events of them).
+	cal.Policies = append(cal.Policies, byTool...)
+	for _, p := range a.Run.Policies {
+		if i := slices.IndexFunc(byType, func(q funnel.Policy) bool { return q.Name == p.Name }); i >= 0 {
+			p = byType[i]
+		}
+		cal.Policies = append(cal.Policies, p)
+	}
+	return cal, nil
+}
+
+func isWrite(p *funnel.Policy) bool { return p.ReadOnly == nil || !*p.ReadOnly }
+
+func calibrateType(a *Analysis, cfg CalibrateConfig, base funnel.Policy, events []int) TypeCalibration {
+	set := a.Run.Set
+	tc := TypeCalibration{Name: base.Name, Write: isWrite(&base), Target: cfg.ReadTarget}
+	if tc.Write {
+		tc.Target = cfg.WriteTarget
+	}
+	var pool []int
+	var fixed Counts
+	for _, i := range events {
+		if a.Pool[i] && base.Semantic {
+			pool = append(pool, i)
+			if set.Events[i].Truth.Expect == "duplicate" {
+				tc.PoolDuplicates++
+			}
+			continue
+		}
+		fixed.add(&set.Events[i], a.Run.Decisions[i].Flagged(), false)
+	}
+	tc.Pool = len(pool)
+	score := func(dup, amb float64) (all, sem Counts) {
+		all = fixed
+		for _, i := range pool {
+			f := a.flagAt(i, &base, dup, amb)
+			all.add(&set.Events[i], f, false)
+			sem.add(&set.Events[i], f, false)
+		}
+		return all, sem
+	}
+	meets := func(c Counts, target float64) bool {
+		return c.TP+c.FP == 0 || float64(c.TP) >= target*float64(c.TP+c.FP)-1e-9
+	}
+	grid := func(from float64) []float64 {
+		var g []float64
+		for k := 0; ; k++ {
+			t := math.Round((from-float64(k)*cfg.Step)*1e6) / 1e6
+			if t < cfg.Lowest-1e-9 {
+				break
+			}
+			g = append(g, t)
+		}
+		return g
+	}
+	// Duplicate threshold, with the band empty.
+	bestDup, bestRecall, found := 1.0, -1.0, false
+	for _, t := range grid(1) {
+		all, _ := score(t, t)
+		if !meets(all, tc.Target) {
+			continue
+		}
+		r := val(all.Metrics().Recall)
+		if math.IsNaN(r) {
+			r = 0
+		}
+		if !found || r > bestRecall+1e-12 {
+			bestDup, bestRecall, found = t, r, true
+		}
+	}
+	tc.Met = found
+	if tc.PoolDuplicates == 0 && found {
+		// No evidence of semantic duplicates: keep the policy's own
+		// threshold unless it let a false positive through.
+		if all, _ := score(base.DuplicateThreshold, base.DuplicateThreshold); meets(all, tc.Target) {
+			bestDup = base.DuplicateThreshold
+		}
+	}
+	tc.DuplicateThreshold = bestDup
+	// Ambiguous threshold.
+	amb := bestDup
+	for _, t := range grid(bestDup) {
+		if t < bestDup-cfg.MaxBand-1e-9 {
+			break
+		}
+		var sem Counts
+		for _, i := range pool {
+			s := a.Best[i]
+			sem.add(&set.Events[i], !math.IsNaN(s) && s >= t, false)
+		}
+		ok := meets(sem, cfg.AmbiguousTarget)
+		if base.Fallback == funnel.FallbackConfirm {
+			all, _ := score(bestDup, t)
+			ok = ok && meets(all, tc.Target)
+		}
+		if !ok {
+			break
+		}
+		amb = t
+	}
+	tc.AmbiguousThreshold = amb
+	all, sem := score(tc.DuplicateThreshold, tc.AmbiguousThreshold)
+	tc.Expected, tc.Semantic = all.Metrics(), sem.Metrics()
+	ceil := fixed
+	for _, i := range pool {
+		e := &set.Events[i]
+		s := a.Best[i]
+		f := a.flagAt(i, &base, tc.DuplicateThreshold, tc.AmbiguousThreshold) ||
+			(!math.IsNaN(s) && s >= tc.AmbiguousThreshold && e.Truth.Expect == "duplicate")
+		ceil.add(e, f, false)
+	}
+	tc.JudgeCeiling = ceil.Metrics().Recall
+	return tc
+}
+
+// SetHoldout records the holdout run's score per action type.
+func (c *Calibration) SetHoldout(r *Report) {
+	c.Holdout = r.Set
+	for i := range c.Types {
+		if m, ok := r.ByPolicy[c.Types[i].Name]; ok {
+			m := m
+			c.Types[i].Holdout = &m
+		}
+	}
+}
+
+// WriteYAML writes the policies as a config snippet: a policies: list of
+// funnel.Policy values, each with the precision and recall it is
+// expected to give as a comment.
+func (c *Calibration) WriteYAML(w io.Writer) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# idem bench calibrate on traffic set %s: precision target %.3g for write actions, %.3g for read-only.\n",
+		c.Set, c.Config.WriteTarget, c.Config.ReadTarget)
+	b.WriteString("# Expected figures are for the calibration set without a judge (the ambiguous band goes to the fallback).\n")
+	b.WriteString("policies:\n")
+	for _, p := range c.Policies {
+		if i := slices.IndexFunc(c.Types, func(t TypeCalibration) bool { return t.Name == p.Name }); i >= 0 {
+			t := c.Types[i]
+			met := ""
+			if !t.Met {
+				met = " — TARGET NOT REACHED at any threshold"
+			}
+			fmt.Fprintf(&b, "  # %s: expected precision %s, recall %s over %d events (%d decided by the thresholds, %d of them duplicates)%s\n",
+				p.Name, pct(t.Expected.Precision), pct(t.Expected.Recall), t.Expected.Events, t.Pool, t.PoolDuplicates, met)
+			if t.Holdout != nil {
+				fmt.Fprintf(&b, "  # %s on holdout %s: precision %s, recall %s over %d events\n", p.Name, c.Holdout, pct(t.Holdout.Precision), pct(t.Holdout.Recall), t.Holdout.Events)
+			}
+		} else {
+			fmt.Fprintf(&b, "  # %s: no events in the calibration set; unchanged\n", p.Name)
+		}
+		out, err := yaml.Marshal(p)
+		if err != nil {
+			return fmt.Errorf("bench: policy %s as YAML: %w", p.Name, err)
+		}
+		for j, line := range strings.Split(strings.TrimRight(string(out), "\n"), "\n") {
+			if j == 0 {
+				b.WriteString("  - " + line + "\n")
+			} else {
+				b.WriteString("    " + line + "\n")
+			}
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// ReadPolicies reads a policies: list (the snippet WriteYAML writes, or
+// the same key of a config file).
+func ReadPolicies(data []byte) ([]funnel.Policy, error) {
+	var doc struct {
+		Policies []funnel.Policy `yaml:"policies"`
+	}
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return nil, fmt.Errorf("bench: policies: %w", err)
+	}
+	if len(doc.Policies) == 0 {
+		return nil, errors.New("bench: policies: none found (want a top-level policies: list)")
+	}
+	for _, p := range doc.Policies {
+		if err := p.Validate(); err != nil {
+			return nil, fmt.Errorf("bench: %w", err)
+		}
+	}
+	return doc.Policies, nil
+}
+
+// WriteText writes the calibration as a table.
+func (c *Calibration) WriteText(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	head := "action type\twrite\ttarget\tpool\tpool dups\tduplicate\tambiguous\tprecision\trecall\tjudge-ceiling recall\t"
+	if c.Holdout != "" {
+		head += "holdout precision\tholdout recall\tholdout events\t"
+	}
+	fmt.Fprintln(tw, head)
+	for _, t := range c.Types {
+		met := ""
+		if !t.Met {
+			met = " (target not met)"
+		}
+		fmt.Fprintf(tw, "%s%s\t%v\t%.3g\t%d\t%d\t%.3f\t%.3f\t%s\t%s\t%s\t", t.Name, met, t.Write, t.Target, t.Pool, t.PoolDuplicates,
+			t.DuplicateThreshold, t.AmbiguousThreshold, pct(t.Expected.Precision), pct(t.Expected.Recall), pct(t.JudgeCeiling))
+		if c.Holdout != "" {
+			if t.Holdout != nil {
+				fmt.Fprintf(tw, "%s\t%s\t%d\t", pct(t.Holdout.Precision), pct(t.Holdout.Recall), t.Holdout.Events)
+			} else {
+				fmt.Fprint(tw, "–\t–\t0\t")
+			}
+		}
+		fmt.Fprintln(tw)
+	}
+	return tw.Flush()
+}
