@@ -43,6 +43,10 @@ type Field struct {
 	Rule string `json:"rule"`
 	// Value is the leaf's canonical JSON ("\"JFK\"", "12.5", "true", "[]").
 	Value string `json:"value"`
+	// Typed is the typed normal form that stood for an identity leaf in
+	// the identity digest ("time 19:30", "date --03-14", "money USD 1250",
+	// "alias new york"), or "" when the value was compared as its JSON.
+	Typed string `json:"typed,omitempty"`
 }
 
 // Call is a canonicalized tool call. It is immutable once returned and safe
@@ -56,8 +60,15 @@ type Call struct {
 	// canonical bytes).
 	Hash uint64
 	// IdentityDigest is xxhash64 over the tool name and every identity
-	// leaf (path and normalized value, in path order).
+	// leaf (path and normalized value, in path order): the typed normal
+	// form where the leaf has one (Field.Typed), its JSON otherwise.
 	IdentityDigest uint64
+	// TypedDigest is IdentityDigest with every identity string that did
+	// not parse as a typed value (Field.Typed empty) entered by its path
+	// alone. Two calls with equal TypedDigest and different IdentityDigest
+	// differ only in such strings ("SF" and "San Francisco"): a judge may
+	// decide them, the identity gate cannot.
+	TypedDigest uint64
 	// Fields lists every leaf in path order (the order of the canonical
 	// bytes).
 	Fields []Field
@@ -85,28 +96,34 @@ func (c *Call) HasText() bool { return c.hasText }
 type Canonicalizer struct {
 	cfg   Config
 	tools map[string]*toolRules
+	deflt *toolRules // for tools without a config
 }
 
 type toolRules struct {
 	schema *schema
-	fields map[string]FieldRule
+	fields map[string]FieldRule // aliases folded
 	norm   Normalize
+	typed  *typedRules // nil: typed comparison off
 }
-
-var noRules = &toolRules{}
 
 // New checks cfg and compiles the tools' schemas.
 func New(cfg Config) (*Canonicalizer, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	c := &Canonicalizer{cfg: cfg, tools: make(map[string]*toolRules, len(cfg.Tools))}
+	c := &Canonicalizer{cfg: cfg, tools: make(map[string]*toolRules, len(cfg.Tools)),
+		deflt: &toolRules{typed: compileTyped(cfg.Typed)}}
 	for name, t := range cfg.Tools {
 		s, err := compileSchema(t.Schema)
 		if err != nil {
 			return nil, fmt.Errorf("canon config: tools[%q]: %w", name, err)
 		}
-		c.tools[name] = &toolRules{schema: s, fields: t.Fields, norm: t.Normalize}
+		typed := cfg.Typed
+		if t.Typed != nil {
+			typed = *t.Typed
+		}
+		c.tools[name] = &toolRules{schema: s, fields: foldFieldAliases(t.Fields), norm: t.Normalize,
+			typed: compileTyped(typed)}
 	}
 	return c, nil
 }
@@ -145,7 +162,7 @@ func (c *Canonicalizer) Canonicalize(tool string, args []byte) (*Call, error) {
 	}
 	rules := c.tools[tool]
 	if rules == nil {
-		rules = noRules
+		rules = c.deflt
 	}
 	w := walker{rules: rules, maxText: c.cfg.MaxTextView}
 	// Size every buffer once from what the parse saw.
@@ -154,6 +171,7 @@ func (c *Canonicalizer) Canonicalize(tool string, args []byte) (*Call, error) {
 	w.spans = make([]span, 0, leaves)
 	w.paths = make([]byte, 0, 24*leaves)
 	w.ids = make([]byte, 0, len(args)+16*leaves)
+	w.tids = make([]byte, 0, len(args)+16*leaves)
 	w.path = make([]byte, 0, 128)
 	w.pat = make([]byte, 0, 128)
 	w.text = make([]byte, 0, min(len(tool)+len(args), c.cfg.MaxTextView))
@@ -175,6 +193,7 @@ func (c *Canonicalizer) Canonicalize(tool string, args []byte) (*Call, error) {
 	}
 	call.Hash = sum(tool, hashed)
 	call.IdentityDigest = sum(tool, w.ids)
+	call.TypedDigest = sum(tool, w.tids)
 	return call, nil
 }
 
@@ -248,9 +267,11 @@ func kindName(k kind) string {
 
 // decided is what an enclosing rule has already settled for a subtree.
 type decided struct {
-	class Class
-	rule  string
-	norm  Normalize
+	class   Class
+	rule    string
+	norm    Normalize
+	typ     string            // FieldRule.Type
+	aliases map[string]string // FieldRule.Aliases, folded
 }
 
 // walker encodes the canonical bytes and, in the same pass, classes every
@@ -266,6 +287,7 @@ type walker struct {
 	spans   []span // where each field's path and value are in paths and c
 	paths   []byte // every field's path, end to end
 	ids     []byte // identity digest input
+	tids    []byte // typed digest input
 	text    []byte
 	maxText int
 	textCut bool
@@ -281,6 +303,12 @@ func (w *walker) enter(d decided, s *schema, name string, container bool) decide
 				d.class, d.rule = r.Class, "config:"+string(w.pat)
 			}
 			d.norm = d.norm.or(r.Normalize)
+			if r.Type != "" {
+				d.typ = r.Type
+			}
+			if r.Aliases != nil {
+				d.aliases = r.Aliases
+			}
 		}
 	}
 	if container && d.class == 0 {
@@ -355,7 +383,7 @@ func (w *walker) value(n *node, name string, s *schema, d decided, skipH bool) {
 			if cont {
 				w.value(m, m.key, sub, md, ignored)
 			} else {
-				w.leaf(m, sub, md, cls, rule, ignored)
+				w.leaf(m, m.key, sub, md, cls, rule, ignored)
 			}
 			w.path, w.pat = w.path[:pathLen], w.pat[:patLen]
 		}
@@ -400,7 +428,7 @@ func (w *walker) value(n *node, name string, s *schema, d decided, skipH bool) {
 			if cont {
 				w.value(e, name, sub, ed, ignored)
 			} else {
-				w.leaf(e, sub, ed, cls, rule, ignored)
+				w.leaf(e, name, sub, ed, cls, rule, ignored)
 			}
 			w.path = w.path[:pathLen]
 		}
@@ -421,7 +449,7 @@ func (w *walker) value(n *node, name string, s *schema, d decided, skipH bool) {
 // leaf encodes one leaf and records its field, identity and text parts.
 // Field paths and values are kept as offsets and turned into strings once
 // the walk is over (two allocations for the whole call, not two per leaf).
-func (w *walker) leaf(n *node, s *schema, d decided, cls Class, rule string, ignored bool) {
+func (w *walker) leaf(n *node, name string, s *schema, d decided, cls Class, rule string, ignored bool) {
 	start := len(w.c)
 	w.c = appendLeaf(w.c, n)
 	if w.hOn && !ignored {
@@ -435,8 +463,30 @@ func (w *walker) leaf(n *node, s *schema, d decided, cls Class, rule string, ign
 	case Identity:
 		w.ids = append(w.ids, w.path...)
 		w.ids = append(w.ids, '=')
-		w.ids = appendIdentity(w.ids, n, s, d.norm)
+		w.tids = append(w.tids, w.path...)
+		w.tids = append(w.tids, '=')
+		typed := ""
+		if w.rules.typed != nil {
+			typed = w.rules.typed.typedForm(n, s, leafInfo{name: name, typ: d.typ, aliases: d.aliases})
+		}
+		switch {
+		case typed != "":
+			// '@' starts no JSON value: a typed form never equals a
+			// value compared as its JSON.
+			w.fields[len(w.fields)-1].Typed = typed
+			w.ids = append(w.ids, '@')
+			w.ids = append(w.ids, typed...)
+			w.tids = append(w.tids, '@')
+			w.tids = append(w.tids, typed...)
+		case n.kind == kString:
+			w.ids = appendIdentity(w.ids, n, s, d.norm)
+			w.tids = append(w.tids, '?')
+		default:
+			w.ids = appendIdentity(w.ids, n, s, d.norm)
+			w.tids = appendLeaf(w.tids, n)
+		}
 		w.ids = append(w.ids, '\n')
+		w.tids = append(w.tids, '\n')
 	case Text:
 		w.hasText = true
 		w.appendText(w.path, n)

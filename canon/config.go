@@ -24,6 +24,10 @@ type Config struct {
 	MaxTextView int
 	// Tools holds per-tool settings, by exact tool name.
 	Tools map[string]ToolConfig
+	// Typed says how identity values are compared by meaning for every
+	// tool without its own ToolConfig.Typed. The zero value is on, with
+	// the strict rules for partial values (see TypedConfig).
+	Typed TypedConfig
 }
 
 // ToolConfig says how one tool's arguments are classed and normalized.
@@ -38,6 +42,8 @@ type ToolConfig struct {
 	Fields map[string]FieldRule `json:"fields,omitempty" yaml:"fields,omitempty"`
 	// Normalize applies to every identity field of the tool.
 	Normalize Normalize `json:"normalize,omitempty" yaml:"normalize,omitempty"`
+	// Typed, when set, replaces Config.Typed for this tool.
+	Typed *TypedConfig `json:"typed,omitempty" yaml:"typed,omitempty"`
 }
 
 // FieldRule classes a field explicitly and switches on normalizations.
@@ -47,6 +53,15 @@ type FieldRule struct {
 	Class Class `json:"class,omitempty" yaml:"class,omitempty"`
 	// Normalize adds normalizations for this field's identity values.
 	Normalize Normalize `json:"normalize,omitempty" yaml:"normalize,omitempty"`
+	// Type reads the field's identity values as one type only (date,
+	// time, date-time, number, money, bool, email, url, phone, and the
+	// built-in tables country, currency, us-state), or never as a typed
+	// value ("string"). Empty: the schema, then the value's shape decide.
+	Type string `json:"type,omitempty" yaml:"type,omitempty"`
+	// Aliases maps an alias to what it names ("NY": "New York") for this
+	// field, before the tool's TypedConfig.Aliases; matched under case
+	// and white space folding. Applies only where typed comparison is on.
+	Aliases map[string]string `json:"aliases,omitempty" yaml:"aliases,omitempty"`
 }
 
 // Normalize switches on normalizations applied to identity values before
@@ -100,6 +115,9 @@ func (c Config) Validate() error {
 	if c.MaxTextView <= 0 {
 		errs = append(errs, errors.New("max_text_view must be positive"))
 	}
+	if err := c.Typed.validate(); err != nil {
+		errs = append(errs, err)
+	}
 	for name, t := range c.Tools {
 		if err := validToolName(name); err != nil {
 			errs = append(errs, fmt.Errorf("tools[%q]: %w", name, err))
@@ -110,6 +128,17 @@ func (c Config) Validate() error {
 			}
 			if r.Class > Ignored {
 				errs = append(errs, fmt.Errorf("tools[%q].fields[%q]: unknown class", name, pat))
+			}
+			if r.Type != "" && !fieldTypes[r.Type] {
+				errs = append(errs, fmt.Errorf("tools[%q].fields[%q]: unknown type %q", name, pat, r.Type))
+			}
+			if err := validAliases(r.Aliases); err != nil {
+				errs = append(errs, fmt.Errorf("tools[%q].fields[%q].aliases: %w", name, pat, err))
+			}
+		}
+		if t.Typed != nil {
+			if err := t.Typed.validate(); err != nil {
+				errs = append(errs, fmt.Errorf("tools[%q].%w", name, err))
 			}
 		}
 		if _, err := compileSchema(t.Schema); err != nil {

@@ -1,0 +1,569 @@
+package canon
+
+// Typed identity values.
+//
+// An identity leaf is compared by its meaning where its meaning is certain:
+// "evening 7:30" and "19:30" are the time 19:30, "$1,250.00" and "1250 USD"
+// are 1250 US dollars, "two" and 2 are the number 2. The typed normal form
+// ("time 19:30", "money USD 1250", "number 2") replaces the leaf's JSON in
+// the identity digest; the canonical bytes and the hash stay exact, and
+// Field.Typed reports the form so a decision can say which rule matched.
+//
+// A value is read as a type, in this order, by: a configured alias table
+// (FieldRule.Aliases, TypedConfig.Aliases); the field's configured type
+// (FieldRule.Type, which is also how the built-in tables of ISO 3166
+// countries, ISO 4217 currencies and US states are switched on); the tool's
+// JSON Schema (type number/integer/boolean, format date, date-time, time,
+// email, uri, enum members); then the value's own shape. Whatever is not
+// read with certainty stays a string, compared as before: a wrong equality
+// (a booking for 19:30 replayed for 20:30) is worse than a missed one.
+//
+// What is deliberately not read (each stays a string):
+//   - relative dates ("today", "tomorrow", "next Monday", "the 11th",
+//     "4th of this month"): their value depends on a reference date the
+//     call does not carry, and canon is deterministic;
+//   - numeric dates other than year first (03/01/2019) unless
+//     TypedConfig.DateOrder says which order the tool's users write;
+//   - 12-hour times without am/pm or a day period ("7:30", "half past 6"),
+//     and day periods that do not fix the half of the day ("12 in the
+//     morning", "3 in the night");
+//   - a dollar, yen, pound or krone sign, or "dollars"/"bucks", without a
+//     configured currency that uses it: "$5" equals "5 dollars" (the same
+//     unknown dollar) but not "USD 5";
+//   - number words outside number fields (see quantityName): a name such
+//     as "Seven" is not the number 7;
+//   - phone numbers without a leading "+" unless a NANP region is
+//     configured (other national formats need per-country rules: see
+//     TypedConfig.PhoneRegion).
+//
+// Partial values compare by explicit, per-tool rules (TypedConfig.Year,
+// TypedConfig.Zone): by default a date without a year equals only another
+// date without a year and the same month and day, and a time without a
+// zone only another time without a zone.
+//
+// The parsers are written here rather than taken from a date or money
+// library because they must refuse every reading that is not certain, and
+// the general-purpose parsers on the module proxy guess (day/month order,
+// the half of the day, the century, the currency of "$"). The tables come
+// from golang.org/x/text (ISO 3166 regions and their English names, ISO
+// 4217 currencies and their symbols); US state codes have no maintained
+// Go table, so they are written out here from USPS Publication 28.
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// TypedConfig says how a tool's identity values are compared by meaning.
+// The zero value switches typed comparison on with the strict rules.
+type TypedConfig struct {
+	// Off switches typed comparison off: identity values enter the digest
+	// as their canonical JSON (after Normalize), as before typed values.
+	Off bool `json:"off,omitempty" yaml:"off,omitempty"`
+	// DateOrder reads numeric dates that are not year first: "mdy"
+	// (03/01/2019 is March 1st) or "dmy" (1 March). Empty leaves them
+	// strings: the order is never guessed.
+	DateOrder string `json:"date_order,omitempty" yaml:"date_order,omitempty"`
+	// Year is how a date without a year ("March 14th") compares:
+	// "distinct" (the default) equals it only to a date written without a
+	// year; "ignore" compares every date of the tool by month and day
+	// alone, so "March 14th" = 2019-03-14, and 2019-03-14 = 2020-03-14.
+	// Use "ignore" for tools whose dates are always within the coming
+	// months (bookings, appointments).
+	Year string `json:"year,omitempty" yaml:"year,omitempty"`
+	// Zone is how a time or date-time without a zone compares: "distinct"
+	// (the default) equals it only to one without a zone; "ignore"
+	// compares every time of the tool by its wall clock, zone dropped.
+	// Times with zones are otherwise compared as instants (19:30+01:00 =
+	// 18:30Z).
+	Zone string `json:"zone,omitempty" yaml:"zone,omitempty"`
+	// Currency is the tool's ISO 4217 currency: the one a sign it shares
+	// with other currencies means ("$" for USD, CAD, AUD…), and "dollars"
+	// or "bucks" where it is a dollar; and the one a bare amount in a money
+	// field (see moneyName) is in. Empty: such amounts stay partial.
+	Currency string `json:"currency,omitempty" yaml:"currency,omitempty"`
+	// PhoneRegion reads national phone numbers in phone fields as E.164:
+	// "US" or "CA" (NANP: (415) 555-0100 is +14155550100). Empty: only
+	// numbers written with "+" are read.
+	PhoneRegion string `json:"phone_region,omitempty" yaml:"phone_region,omitempty"`
+	// DecimalComma reads "1.250,50" as 1250.5; by default "1,250.50" is.
+	DecimalComma bool `json:"decimal_comma,omitempty" yaml:"decimal_comma,omitempty"`
+	// Aliases maps an alias to what it names ("NY": "New York"), for every
+	// identity string of the tool; matched under case folding and white
+	// space folding. FieldRule.Aliases adds tables for one field.
+	Aliases map[string]string `json:"aliases,omitempty" yaml:"aliases,omitempty"`
+}
+
+// Types a field can be given with FieldRule.Type.
+const (
+	TypeString   = "string" // never typed: compared as its JSON
+	TypeDate     = "date"
+	TypeTime     = "time"
+	TypeDateTime = "date-time"
+	TypeNumber   = "number"
+	TypeMoney    = "money"
+	TypeBool     = "bool"
+	TypeEmail    = "email"
+	TypeURL      = "url"
+	TypePhone    = "phone"
+	TypeCountry  = "country"  // ISO 3166-1: alpha-2, alpha-3 or English name
+	TypeCurrency = "currency" // ISO 4217 code or unambiguous symbol
+	TypeUSState  = "us-state" // USPS code or name
+)
+
+var fieldTypes = setOf(TypeString, TypeDate, TypeTime, TypeDateTime, TypeNumber, TypeMoney,
+	TypeBool, TypeEmail, TypeURL, TypePhone, TypeCountry, TypeCurrency, TypeUSState)
+
+// typedRules is a TypedConfig compiled for one tool.
+type typedRules struct {
+	dateOrder    byte // 0, 'm' (month first) or 'd' (day first)
+	ignoreYear   bool
+	ignoreZone   bool
+	currency     string // ISO code or ""
+	currencySign string // the currency's narrow symbol when shared ("$"), or ""
+	nanp         bool
+	decimalComma bool
+	aliases      map[string]string // folded alias or name → folded name
+}
+
+func (t TypedConfig) validate() error {
+	var errs []error
+	switch t.DateOrder {
+	case "", "mdy", "dmy":
+	default:
+		errs = append(errs, fmt.Errorf("typed.date_order %q: want mdy or dmy", t.DateOrder))
+	}
+	for k, v := range map[string]string{"year": t.Year, "zone": t.Zone} {
+		if v != "" && v != "distinct" && v != "ignore" {
+			errs = append(errs, fmt.Errorf("typed.%s %q: want distinct or ignore", k, v))
+		}
+	}
+	if t.Currency != "" {
+		if _, ok := isoCurrency(t.Currency); !ok || strings.ToUpper(t.Currency) != t.Currency {
+			errs = append(errs, fmt.Errorf("typed.currency %q: not an ISO 4217 code", t.Currency))
+		}
+	}
+	switch t.PhoneRegion {
+	case "", "US", "CA":
+	default:
+		errs = append(errs, fmt.Errorf("typed.phone_region %q: only the NANP regions US and CA are read (other national formats need per-country trunk rules)", t.PhoneRegion))
+	}
+	if err := validAliases(t.Aliases); err != nil {
+		errs = append(errs, fmt.Errorf("typed.aliases: %w", err))
+	}
+	return errors.Join(errs...)
+}
+
+func validAliases(m map[string]string) error {
+	seen := make(map[string]string, len(m))
+	for k, v := range m {
+		fk, fv := foldKey(k), foldKey(v)
+		if fk == "" || fv == "" {
+			return errors.New("empty alias or name")
+		}
+		if prev, ok := seen[fk]; ok && prev != fv {
+			return fmt.Errorf("%q names both %q and %q after case folding", k, prev, v)
+		}
+		seen[fk] = fv
+	}
+	return nil
+}
+
+// compileTyped returns nil when typed comparison is off.
+func compileTyped(t TypedConfig) *typedRules {
+	if t.Off {
+		return nil
+	}
+	r := &typedRules{
+		ignoreYear:   t.Year == "ignore",
+		ignoreZone:   t.Zone == "ignore",
+		currency:     t.Currency,
+		nanp:         t.PhoneRegion != "",
+		decimalComma: t.DecimalComma,
+		aliases:      foldAliases(t.Aliases),
+	}
+	if t.DateOrder != "" {
+		r.dateOrder = t.DateOrder[0]
+	}
+	if t.Currency != "" {
+		r.currencySign = sharedSign(t.Currency)
+	}
+	return r
+}
+
+// foldAliases folds both sides of a table; every name also names itself.
+func foldAliases(m map[string]string) map[string]string {
+	if len(m) == 0 {
+		return nil
+	}
+	out := make(map[string]string, 2*len(m))
+	for k, v := range m {
+		fv := foldKey(v)
+		out[foldKey(k)] = fv
+		out[fv] = fv
+	}
+	return out
+}
+
+// foldKey is the form alias tables match on: case folded, white space
+// folded, surrounding space and a final period removed.
+func foldKey(s string) string {
+	s = strings.TrimSuffix(strings.TrimSpace(s), ".")
+	return folder.String(string(appendFolded(nil, s)))
+}
+
+// leafInfo is what the walker knows of a leaf when typing it.
+type leafInfo struct {
+	name    string            // the member name (for array elements, the array's)
+	typ     string            // FieldRule.Type, or ""
+	aliases map[string]string // FieldRule.Aliases, folded, or nil
+}
+
+// typedForm returns the typed normal form of an identity leaf, or "" when
+// the value stays untyped.
+func (r *typedRules) typedForm(n *node, s *schema, li leafInfo) string {
+	switch n.kind {
+	case kBool:
+		return "bool " + n.s
+	case kNumber:
+		if li.typ == TypeString {
+			return ""
+		}
+		if r.currency != "" && (li.typ == TypeMoney || li.typ == "" && moneyName(li.name)) {
+			return "money " + r.currency + " " + n.s
+		}
+		return "number " + n.s
+	case kString:
+	default:
+		return ""
+	}
+	v := n.s
+	if li.typ == TypeString || v == "" || len(v) > maxTypedLen {
+		return ""
+	}
+	if li.aliases != nil {
+		if a, ok := li.aliases[foldKey(v)]; ok {
+			return "alias " + a
+		}
+	}
+	if r.aliases != nil {
+		if a, ok := r.aliases[foldKey(v)]; ok {
+			return "alias " + a
+		}
+	}
+	typ := li.typ
+	if typ == "" {
+		typ = s.typedType(v)
+	}
+	switch typ {
+	case "":
+		return r.detect(v, li.name)
+	case "enum":
+		// A restated member may differ from the schema's spelling in case
+		// and spaces; a value that folds to no member (or to several)
+		// stays a string.
+		k, found := foldKey(v), ""
+		for _, m := range s.enumVals {
+			if foldKey(m) == k {
+				if found != "" && found != m {
+					return ""
+				}
+				found = m
+			}
+		}
+		if found == "" {
+			return ""
+		}
+		return "enum " + found
+	}
+	return r.asType(typ, v, li.name)
+}
+
+// maxTypedLen bounds the values the parsers look at: no date, time,
+// amount, address or URL an agent restates is longer.
+const maxTypedLen = 512
+
+// typedType is the type the schema gives a string value, or "".
+func (s *schema) typedType(v string) string {
+	if s == nil {
+		return ""
+	}
+	if len(s.enumVals) > 0 {
+		return "enum"
+	}
+	switch s.format {
+	case "date":
+		return TypeDate
+	case "date-time":
+		return TypeDateTime
+	case "time":
+		return TypeTime
+	case "email", "idn-email":
+		return TypeEmail
+	case "uri", "iri", "url":
+		return TypeURL
+	}
+	for _, t := range s.types {
+		switch t {
+		case "integer", "number":
+			return TypeNumber
+		case "boolean":
+			return TypeBool
+		}
+	}
+	for _, a := range s.allOf {
+		if t := a.typedType(v); t != "" {
+			return t
+		}
+	}
+	return ""
+}
+
+// asType reads v as the given type only.
+func (r *typedRules) asType(typ, v, name string) string {
+	switch typ {
+	case TypeDate:
+		return r.dateForm(v)
+	case TypeTime:
+		return r.timeForm(v)
+	case TypeDateTime:
+		if f := r.dateTimeForm(v); f != "" {
+			return f
+		}
+		return r.dateForm(v)
+	case TypeNumber:
+		if f := r.numberForm(v, true); f != "" {
+			return f
+		}
+		return r.moneyForm(v, name, typ)
+	case TypeMoney:
+		return r.moneyForm(v, name, typ)
+	case TypeBool:
+		if b, ok := parseBool(v, true); ok {
+			return "bool " + b
+		}
+	case TypeEmail:
+		if e, ok := parseEmail(v); ok {
+			return "email " + e
+		}
+	case TypeURL:
+		if u, ok := parseURL(v); ok {
+			return "url " + u
+		}
+	case TypePhone:
+		if p, ok := parsePhone(v, r.nanp); ok {
+			return "phone " + p
+		}
+	case TypeCountry:
+		if c, ok := lookupCountry(v); ok {
+			return "country " + c
+		}
+	case TypeCurrency:
+		if c, ok := lookupCurrency(v); ok {
+			return "currency " + c
+		}
+	case TypeUSState:
+		if c, ok := lookupUSState(v); ok {
+			return "us-state " + c
+		}
+	}
+	return ""
+}
+
+// detect reads v by its shape alone. The parsers accept disjoint shapes,
+// so the order only saves time.
+func (r *typedRules) detect(v, name string) string {
+	var sh shape
+	sh.scan(v)
+	if sh.at {
+		if e, ok := parseEmail(v); ok {
+			return "email " + e
+		}
+		return ""
+	}
+	if sh.scheme {
+		if u, ok := parseURL(v); ok {
+			return "url " + u
+		}
+		return ""
+	}
+	if !sh.digit {
+		if !sh.letter && !sh.sign {
+			return ""
+		}
+		if b, ok := parseBool(v, false); ok {
+			return "bool " + b
+		}
+		if sh.letter {
+			if f := r.timeForm(v); f != "" {
+				return f
+			}
+			if f := r.dateForm(v); f != "" {
+				return f
+			}
+		}
+		if quantityName(name) || moneyName(name) || sh.sign || sh.letter && hasCurrencyWord(v) {
+			if f := r.moneyForm(v, name, ""); f != "" {
+				return f
+			}
+		}
+		if quantityName(name) {
+			if n, ok := parseNumberWords(v); ok {
+				return "number " + n
+			}
+		}
+		return ""
+	}
+	if sh.plus && phoneName(name) || sh.plus && sh.digits >= 8 {
+		if p, ok := parsePhone(v, r.nanp); ok {
+			return "phone " + p
+		}
+	}
+	if phoneName(name) && r.nanp {
+		if p, ok := parsePhone(v, true); ok {
+			return "phone " + p
+		}
+	}
+	if sh.colon || sh.dash || sh.letter || sh.slash || sh.dot {
+		if f := r.dateTimeForm(v); f != "" {
+			return f
+		}
+		if f := r.dateForm(v); f != "" {
+			return f
+		}
+		if f := r.timeForm(v); f != "" {
+			return f
+		}
+	}
+	if f := r.numberForm(v, quantityName(name)); f != "" {
+		if r.currency != "" && moneyName(name) {
+			return "money " + r.currency + " " + strings.TrimPrefix(f, "number ")
+		}
+		return f
+	}
+	if sh.sign || sh.letter {
+		return r.moneyForm(v, name, "")
+	}
+	return ""
+}
+
+// hasCurrencyWord: the value ends with a currency word ("… dollars").
+func hasCurrencyWord(v string) bool {
+	i := strings.LastIndexByte(v, ' ')
+	if i < 0 {
+		return false
+	}
+	_, ok := currencyWords[strings.ToLower(v[i+1:])]
+	return ok
+}
+
+// shape is a one-pass summary of a value that lets detect skip parsers.
+type shape struct {
+	digit, letter, at, scheme, colon, dash, slash, dot, plus, sign bool
+	digits                                                         int
+}
+
+func (sh *shape) scan(v string) {
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		switch {
+		case c >= '0' && c <= '9':
+			sh.digit = true
+			sh.digits++
+		case c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z':
+			sh.letter = true
+		case c == '@':
+			sh.at = true
+		case c == ':':
+			sh.colon = true
+			if strings.HasPrefix(v[i:], "://") {
+				sh.scheme = true
+			}
+		case c == '-':
+			sh.dash = true
+		case c == '/':
+			sh.slash = true
+		case c == '.':
+			sh.dot = true
+		case c == '+':
+			if i == 0 {
+				sh.plus = true
+			}
+		case c == '$' || c >= 0x80:
+			// Currency signs: $ and the non-ASCII ones (€, £, ¥, ₹ …).
+			sh.sign = true
+		}
+	}
+}
+
+// Field-name hints, read the way classify reads names (English only).
+
+var quantityNames = setOf("count", "number", "num", "qty", "quantity", "size", "seats",
+	"tickets", "nights", "days", "rooms", "adults", "children", "travelers", "travellers",
+	"passengers", "guests", "people", "persons", "riders", "length", "stay_length",
+	"party_size", "group_size", "amount", "total", "price")
+
+var quantityPrefixes = []string{"number_of_", "num_", "count_", "total_"}
+var quantitySuffixes = []string{"_count", "_size", "_number_of", "_qty", "_quantity", "_amount", "_length", "_days", "_nights"}
+
+// quantityName: a field that holds a count or an amount, where number
+// words ("two") are read as numbers.
+func quantityName(name string) bool {
+	n := normalizeName(name)
+	if quantityNames[n] {
+		return true
+	}
+	for _, p := range quantityPrefixes {
+		if strings.HasPrefix(n, p) {
+			return true
+		}
+	}
+	for _, s := range quantitySuffixes {
+		if strings.HasSuffix(n, s) {
+			return true
+		}
+	}
+	return false
+}
+
+var moneyNames = setOf("amount", "price", "cost", "fare", "fee", "total", "balance",
+	"payment", "charge", "refund", "budget", "salary", "tip")
+
+// moneyName: a field that holds an amount of money, where a bare number is
+// in the tool's currency (TypedConfig.Currency).
+func moneyName(name string) bool {
+	n := normalizeName(name)
+	if moneyNames[n] {
+		return true
+	}
+	for _, s := range []string{"_amount", "_price", "_cost", "_fare", "_fee", "_total", "_balance"} {
+		if strings.HasSuffix(n, s) {
+			return true
+		}
+	}
+	return false
+}
+
+func phoneName(name string) bool {
+	n := normalizeName(name)
+	switch n {
+	case "phone", "tel", "telephone", "mobile", "cell", "fax", "phone_number", "msisdn":
+		return true
+	}
+	return strings.HasSuffix(n, "_phone") || strings.HasSuffix(n, "_phone_number") ||
+		strings.HasSuffix(n, "_mobile") || strings.HasSuffix(n, "_tel")
+}
+
+// foldFieldAliases copies fields with every alias table folded.
+func foldFieldAliases(fields map[string]FieldRule) map[string]FieldRule {
+	if len(fields) == 0 {
+		return fields
+	}
+	out := make(map[string]FieldRule, len(fields))
+	for pat, r := range fields {
+		r.Aliases = foldAliases(r.Aliases)
+		out[pat] = r
+	}
+	return out
+}
