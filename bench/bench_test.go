@@ -3,11 +3,14 @@ package bench
 import (
 	"bytes"
 	"context"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
 
+	"github.com/idem-dev/idem/client"
 	"github.com/idem-dev/idem/embed"
+	"github.com/idem-dev/idem/server"
 )
 
 // The built-in encoder is loaded once per test binary.
@@ -112,5 +115,118 @@ func TestHandChecked(t *testing.T) {
 	}
 	if !strings.Contains(text.String(), "funnel overall") || !strings.Contains(text.String(), "baseline") {
 		t.Errorf("table lacks rows:\n%s", text.String())
+	}
+}
+
+// TestServerReplay replays the hand-checked set through the HTTP API (the
+// real server and client over the in-process funnel) and gets the same
+// confusion matrix as in-process.
+func TestServerReplay(t *testing.T) {
+	set, err := ReadDir("testdata/handchecked")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := DefaultConfig()
+	l, err := NewLocal(cfg, encoder(t), set)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close(context.Background())
+	scfg := server.DefaultConfig()
+	scfg.Addr = "127.0.0.1:0"
+	srv, err := server.New(scfg, server.Deps{Funnel: l.f, Ledger: l.ledger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv.Handler())
+	defer hs.Close()
+	sc, err := NewServerChecker(client.DefaultConfig(hs.URL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The server's funnel runs on the local engine's virtual clock; the
+	// replay moves it.
+	run, err := ReplayWith(context.Background(), cfg, clockedChecker{sc, l}, set)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := Analyze(context.Background(), encoder(t), run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := Score(a)
+	local := runSet(t, "testdata/handchecked", DefaultConfig())
+	for i, er := range r.Results {
+		if lr := local.Results[i]; er.Decision.Decision != lr.Decision.Decision || er.Stage != lr.Stage {
+			t.Errorf("line %d over HTTP: %s/%s, in-process %s/%s", er.Line, er.Decision.Decision, er.Stage, lr.Decision.Decision, lr.Stage)
+		}
+	}
+	if m := r.Overall; m.TP != 8 || m.FP != 1 || m.FN != 1 || m.TN != 12 || m.Errors != 0 {
+		t.Errorf("over HTTP: TP %d FP %d FN %d TN %d errors %d, want 8 1 1 12 0", m.TP, m.FP, m.FN, m.TN, m.Errors)
+	}
+	if r.Latency["round_trip"].N != 22 {
+		t.Errorf("round trips timed: %d, want 22", r.Latency["round_trip"].N)
+	}
+}
+
+// clockedChecker is a ServerChecker whose SetNow moves a local engine's
+// clock.
+type clockedChecker struct {
+	*ServerChecker
+	l *Local
+}
+
+func (c clockedChecker) SetNow(ms int64) { c.l.SetNow(ms) }
+
+// TestCalibrateHoldout calibrates on one small set and replays another
+// with the chosen policies, end to end.
+func TestCalibrateHoldout(t *testing.T) {
+	r := runSet(t, "testdata/stsb-dev-small", DefaultConfig())
+	cal, err := Calibrate(r.Analysis, DefaultCalibrateConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cal.Types) != 1 || cal.Types[0].Name != "default" || !cal.Types[0].Write {
+		t.Fatalf("types: %+v", cal.Types)
+	}
+	tc := cal.Types[0]
+	if tc.Pool != 48 || tc.PoolDuplicates != 12 {
+		t.Errorf("pool %d with %d duplicates, want 48 and 12 (every event of the set has text and reaches the semantic stage)", tc.Pool, tc.PoolDuplicates)
+	}
+	if tc.Met && tc.Expected.Precision != nil && *tc.Expected.Precision < 0.99 {
+		t.Errorf("chosen setting has precision %v below the target", *tc.Expected.Precision)
+	}
+	if tc.AmbiguousThreshold > tc.DuplicateThreshold {
+		t.Errorf("ambiguous %v above duplicate %v", tc.AmbiguousThreshold, tc.DuplicateThreshold)
+	}
+	// The sweep's estimate at the chosen thresholds is what a replay
+	// with them gives on the same set (no judge, fallback execute).
+	cfg := DefaultConfig()
+	cfg.Policies = cal.Policies
+	again := runSet(t, "testdata/stsb-dev-small", cfg)
+	if got := again.ByPolicy["default"]; got.TP != tc.Expected.TP || got.FP != tc.Expected.FP || got.FN != tc.Expected.FN {
+		t.Errorf("replayed with the chosen thresholds: TP %d FP %d FN %d; calibration expected TP %d FP %d FN %d",
+			got.TP, got.FP, got.FN, tc.Expected.TP, tc.Expected.FP, tc.Expected.FN)
+	}
+	hold := runSet(t, "testdata/stsb-train-small", cfg)
+	cal.SetHoldout(hold)
+	if cal.Types[0].Holdout == nil || cal.Types[0].Holdout.Events != 48 {
+		t.Fatalf("holdout not scored: %+v", cal.Types[0].Holdout)
+	}
+	var y bytes.Buffer
+	if err := cal.WriteYAML(&y); err != nil {
+		t.Fatal(err)
+	}
+	pols, err := ReadPolicies(y.Bytes())
+	if err != nil {
+		t.Fatalf("the snippet does not read back: %v\n%s", err, y.String())
+	}
+	if len(pols) != len(cal.Policies) || pols[len(pols)-1].DuplicateThreshold != tc.DuplicateThreshold {
+		t.Errorf("snippet policies %+v, want %+v", pols, cal.Policies)
+	}
+	for _, key := range []string{"duplicate_threshold:", "ambiguous_threshold:", "identity_gate:", "on_duplicate:", "expected precision", "on holdout"} {
+		if !strings.Contains(y.String(), key) {
+			t.Errorf("snippet lacks %q:\n%s", key, y.String())
+		}
 	}
 }

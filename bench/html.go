@@ -15,8 +15,8 @@ import (
 // DOM dump shows that the charts rendered.
 
 const (
-	chartW, chartH         = 560.0, 260.0
-	padL, padR, padT, padB = 48.0, 16.0, 28.0, 36.0
+	chartW, chartH         = 700.0, 260.0
+	padL, padR, padT, padB = 48.0, 165.0, 28.0, 36.0
 )
 
 var palette = []string{"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"}
@@ -35,6 +35,7 @@ func newSVG(name, title string, x0, x1, y0, y1 float64, logX bool) *svg {
 		html.EscapeString(name), chartW, chartH, chartW, chartH)
 	fmt.Fprintf(&s.b, `<title>%s</title><rect x="0" y="0" width="%g" height="%g" fill="#fff"/>`, html.EscapeString(title), chartW, chartH)
 	fmt.Fprintf(&s.b, `<text x="%g" y="18" font-size="13" font-weight="bold">%s</text>`, padL, html.EscapeString(title))
+	fmt.Fprintf(&s.b, `<line x1="%g" y1="%g" x2="%g" y2="%g" stroke="#ccc"/>`, chartW-padR, padT, chartW-padR, chartH-padB)
 	return s
 }
 
@@ -87,9 +88,9 @@ func (s *svg) polyline(xs, ys []float64, color, dash string) {
 }
 
 func (s *svg) legend(items []string, colors []string) {
-	x := chartW - padR - 150
+	x := chartW - padR + 10
 	for i, it := range items {
-		y := padT + 4 + float64(i)*13
+		y := padT + float64(i)*14
 		fmt.Fprintf(&s.b, `<rect x="%g" y="%g" width="10" height="8" fill="%s"/><text x="%g" y="%g" font-size="10">%s</text>`, x, y, colors[i], x+14, y+8, html.EscapeString(it))
 	}
 }

@@ -124,7 +124,7 @@ Licence: scores CC BY-SA 4.0; the sentences carry their own source licences (MSR
 Microsoft research licences — check before commercial use; Stack Exchange parts: CC BY-SA 3.0;
 headlines: EMM, acknowledge; images: CC BY-SA); see `+"`../shared/data/upstream/stsb/LICENSE.txt`"+`.
 
-Rebuild: `+"`idem bench import stsb ../shared/data/upstream/stsb/%s testdata/traffic/<name>`"+`
+Rebuild: `+"`idem bench import stsb ../shared/data/upstream/stsb/%s <OUT>`"+`
 
 ## Label rules
 

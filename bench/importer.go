@@ -124,6 +124,9 @@ func (b *builder) write(cfg ImportConfig, readme string) (ImportStats, error) {
 			return st, err
 		}
 	}
+	if cfg.Limit > 0 {
+		readme += fmt.Sprintf("\nImported with `--limit %d`.\n", cfg.Limit)
+	}
 	readme += fmt.Sprintf("\n## Contents\n\n%d events in %d sessions: %d expected duplicates, %d hard negatives, %d unlabelled.\n",
 		st.Events, st.Sessions, st.Duplicates, st.HardNegatives, st.Unlabelled)
 	return st, os.WriteFile(filepath.Join(cfg.Out, "README.md"), []byte(readme), 0o644)

@@ -15,6 +15,7 @@ import (
 	"github.com/schollz/progressbar/v3"
 
 	"github.com/idem-dev/idem/bench"
+	"github.com/idem-dev/idem/client"
 	"github.com/idem-dev/idem/embed"
 )
 
@@ -34,7 +35,8 @@ const benchUsage = `usage: idem bench <run|calibrate|import> ...
       table and write report.json and report.html (and review.jsonl, the
       borderline pairs, for unlabelled traffic).
         --out DIR               where the reports go (default bench-out/<set>)
-        --server URL            replay against a running idem server
+        --server URL            replay against a running idem server (tenant from its API key)
+        --api-key-env VAR       read the server's API key from environment variable VAR
         --real-time             replay at the speed of t_ms (default: virtual time)
         --policies FILE         YAML with a policies: list (default: built-in policies)
         --budget D              the funnel's time budget (default 50ms)
@@ -132,12 +134,13 @@ func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
 }
 
 type commonFlags struct {
-	policies string
-	budget   time.Duration
-	baseline float64
-	realTime bool
-	server   string
-	noBar    bool
+	policies  string
+	budget    time.Duration
+	baseline  float64
+	realTime  bool
+	server    string
+	apiKeyEnv string
+	noBar     bool
 }
 
 func (c *commonFlags) register(fs *flag.FlagSet) {
@@ -147,6 +150,7 @@ func (c *commonFlags) register(fs *flag.FlagSet) {
 	fs.Float64Var(&c.baseline, "baseline-threshold", def.BaselineThreshold, "")
 	fs.BoolVar(&c.realTime, "real-time", false, "")
 	fs.StringVar(&c.server, "server", "", "")
+	fs.StringVar(&c.apiKeyEnv, "api-key-env", "", "")
 	fs.BoolVar(&c.noBar, "no-progress", false, "")
 }
 
@@ -193,9 +197,11 @@ func replayScore(ctx context.Context, dir string, cfg bench.Config, c *commonFla
 	}
 	var run *bench.Run
 	if c.server != "" {
-		scfg := bench.DefaultServerConfig()
-		scfg.URL = c.server
-		sc, err := bench.NewServerChecker(scfg)
+		ccfg := client.DefaultConfig(c.server)
+		if c.apiKeyEnv != "" {
+			ccfg.APIKey = os.Getenv(c.apiKeyEnv)
+		}
+		sc, err := bench.NewServerChecker(ccfg)
 		if err != nil {
 			return nil, benchUsageError{err.Error()}
 		}
