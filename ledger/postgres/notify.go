@@ -115,6 +115,8 @@ func (s *Store) listen(ctx context.Context, cfg *pgx.ConnConfig) error {
 	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{s.channel}.Sanitize()); err != nil {
 		return err
 	}
+	s.listeningNow.Store(true)
+	defer s.listeningNow.Store(false)
 	s.wakeAll() // anything before LISTEN took effect was not heard
 	recheck := time.Now().Add(s.cfg.RecheckInterval)
 	for {
@@ -144,3 +146,6 @@ func (s *Store) listen(ctx context.Context, cfg *pgx.ConnConfig) error {
 		recheck = time.Now().Add(s.cfg.RecheckInterval)
 	}
 }
+
+// listening reports whether the listener is connected and listening.
+func (s *Store) listening() bool { return s.listeningNow.Load() }

@@ -49,6 +49,7 @@ import (
 	"regexp"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -168,6 +169,8 @@ type Store struct {
 	// clockBase is a local reading (with its monotonic clock) taken when
 	// the database's clock read clockDB.
 	clockBase, clockDB time.Time
+
+	listeningNow atomic.Bool // the listener's connection is listening
 
 	cancel    context.CancelFunc
 	wg        sync.WaitGroup // the listener and the sweeper

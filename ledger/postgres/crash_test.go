@@ -1,0 +1,228 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/idem-dev/idem/ledger"
+)
+
+// The crash child is this test binary re-executed with these variables set.
+const (
+	envCrashDir    = "IDEM_PG_CRASH_DIR"
+	envCrashRun    = "IDEM_PG_CRASH_RUN"
+	envCrashSchema = "IDEM_PG_CRASH_SCHEMA"
+)
+
+const (
+	crashRuns  = 8
+	crashLease = time.Hour // the child's leases; the parent looks from 2 h later
+)
+
+func crashResult(key string, i int) json.RawMessage {
+	b, _ := json.Marshal(map[string]any{"key": key, "n": i, "pad": strings.Repeat("x", 64*(i%8))})
+	return b
+}
+
+// TestCrash kills a child process (an idem replica, as far as the ledger
+// is concerned) that claims and completes records as fast as it can with
+// SIGKILL at random moments, 8 times, and after each kill checks from
+// this process that every completion the child acknowledged (wrote to a
+// side file, fsynced, after Complete returned) is there and intact, that
+// every claim it left PENDING comes back as uncertain once its lease is
+// over (and can be taken over), that the sessions list every acknowledged
+// record in order, and that no row is half-written.
+func TestCrash(t *testing.T) {
+	if dir := os.Getenv(envCrashDir); dir != "" {
+		crashChild(t, dir, os.Getenv(envCrashSchema), os.Getenv(envCrashRun))
+		return
+	}
+	if testing.Short() {
+		t.Skip("spawns 8 child processes")
+	}
+	schema := newSchema(t)
+	s := openStore(t, schema, nil)
+	later := func() time.Time { return s.Now().Add(2 * crashLease) }
+	l := newLedger(t, s, func(c *ledger.Config) { c.Now = later })
+	adm := admin(t)
+	dir := t.TempDir()
+	ctx := t.Context()
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
+	completed, pending := 0, 0
+	for run := range crashRuns {
+		ack := filepath.Join(dir, fmt.Sprintf("ack-%02d", run))
+		cmd := exec.Command(os.Args[0], "-test.run=^TestCrash$", "-test.count=1")
+		cmd.Env = append(os.Environ(), envCrashDir+"="+dir, envCrashRun+"="+strconv.Itoa(run), envCrashSchema+"="+schema)
+		cmd.Stderr = os.Stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		waitForFile(t, ack, cmd)
+		time.Sleep(time.Duration(rng.IntN(150)) * time.Millisecond)
+		if err := cmd.Process.Kill(); err != nil {
+			t.Fatal(err)
+		}
+		_ = cmd.Wait()
+		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() {
+			t.Fatalf("crash child %d ended by itself (%v) before the kill", run, cmd.ProcessState)
+		}
+		for r := 0; r <= run; r++ {
+			c, p := verifyRun(ctx, t, l, filepath.Join(dir, fmt.Sprintf("ack-%02d", r)), r)
+			completed, pending = completed+c, pending+p
+		}
+		checkRows(t, adm, schema)
+	}
+	// An uncertain claim the child left can be taken over.
+	for r := range crashRuns {
+		for _, a := range readAcks(t, filepath.Join(dir, fmt.Sprintf("ack-%02d", r))) {
+			if a.kind != "P" {
+				continue
+			}
+			c, err := l.Takeover(ctx, ledger.ClaimRequest{Tenant: "t", Key: a.key})
+			if err != nil || c.Outcome != ledger.Claimed {
+				t.Fatalf("Takeover of the child's uncertain %s: %v %v", a.key, c.Outcome, err)
+			}
+			t.Logf("%d kills; %d checks of acknowledged completions and %d of pending claims", crashRuns, completed, pending)
+			return
+		}
+	}
+	t.Logf("%d kills; %d checks of acknowledged completions and %d of pending claims", crashRuns, completed, pending)
+}
+
+func waitForFile(t *testing.T, path string, cmd *exec.Cmd) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		if st, err := os.Stat(path); err == nil && st.Size() > 0 {
+			return
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	_ = cmd.Process.Kill()
+	t.Fatal("crash child acknowledged nothing in 60 s")
+}
+
+// crashChild runs until killed: claim, complete (or, every tenth key, leave
+// PENDING), then append "C key i" or "P key i" to the acknowledgement file
+// and fsync it.
+func crashChild(t *testing.T, dir, schema, run string) {
+	ctx := context.Background()
+	s, err := Open(ctx, testConfig(t, schema))
+	if err != nil {
+		t.Fatalf("child open: %v", err)
+	}
+	cfg := ledger.DefaultConfig()
+	cfg.Lease, cfg.Now = crashLease, s.Now
+	l, err := ledger.New(s, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := strconv.Atoi(run)
+	if err != nil {
+		t.Fatalf("child run %q: %v", run, err)
+	}
+	f, err := os.OpenFile(filepath.Join(dir, fmt.Sprintf("ack-%02d", n)), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; ; i++ {
+		key := fmt.Sprintf("r%s-%06d", run, i)
+		c, err := l.Claim(ctx, ledger.ClaimRequest{Tenant: "t", Key: key, Session: "s" + run, Workflow: "w" + run,
+			Tool: "tool", Canonical: []byte(key), Embedding: []float32{float32(i), 1}})
+		if err != nil || c.Outcome != ledger.Claimed {
+			t.Fatalf("child claim %s: %v %v", key, c.Outcome, err)
+		}
+		kind := "P"
+		if i%10 != 9 {
+			if _, err := l.Complete(ctx, "t", key, c.Token, crashResult(key, i)); err != nil {
+				t.Fatalf("child complete %s: %v", key, err)
+			}
+			kind = "C"
+		}
+		if _, err := fmt.Fprintf(f, "%s %s %d\n", kind, key, i); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Sync(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// verifyRun checks every acknowledgement of one child run.
+func verifyRun(ctx context.Context, t *testing.T, l *ledger.Ledger, ackFile string, run int) (completed, pending int) {
+	t.Helper()
+	acked := readAcks(t, ackFile)
+	for _, a := range acked {
+		c, err := l.Get(ctx, "t", a.key)
+		if err != nil {
+			t.Fatalf("run %d: acknowledged %s %s: %v", run, a.kind, a.key, err)
+		}
+		switch a.kind {
+		case "C":
+			completed++
+			if c.Outcome != ledger.Duplicate || string(c.Record.Result) != string(crashResult(a.key, a.i)) {
+				t.Fatalf("run %d: acknowledged completion %s is %v with a %d-byte result", run, a.key, c.Outcome, len(c.Record.Result))
+			}
+		case "P":
+			pending++
+			if c.Outcome != ledger.Uncertain {
+				t.Fatalf("run %d: pending %s past its lease is %v, want uncertain", run, a.key, c.Outcome)
+			}
+		}
+	}
+	recs, err := l.Session(ctx, "t", fmt.Sprint("s", run), 0, 0)
+	mustf(t, err, "session")
+	pos := map[string]int{}
+	for i, rec := range recs {
+		pos[rec.Key] = i
+	}
+	last := -1
+	for _, a := range acked {
+		p, ok := pos[a.key]
+		if !ok || p <= last {
+			t.Fatalf("run %d: session lists %s at %d (present %v), previous ack at %d", run, a.key, p, ok, last)
+		}
+		last = p
+	}
+	return completed, pending
+}
+
+type crashAck struct {
+	kind, key string
+	i         int
+}
+
+// readAcks parses an acknowledgement file; a torn last line is ignored.
+func readAcks(t *testing.T, path string) []crashAck {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	mustf(t, err, "reading acknowledgements")
+	lines := strings.Split(string(b), "\n")
+	var out []crashAck
+	for _, line := range lines[:len(lines)-1] {
+		parts := strings.Fields(line)
+		if len(parts) != 3 {
+			t.Fatalf("%s: bad acknowledgement %q", path, line)
+		}
+		i, err := strconv.Atoi(parts[2])
+		if err != nil {
+			t.Fatalf("%s: bad acknowledgement %q", path, line)
+		}
+		out = append(out, crashAck{parts[0], parts[1], i})
+	}
+	return out
+}
