@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -33,9 +34,13 @@ func Load(data []byte, lookupEnv func(string) (string, bool)) (Config, error) {
 	var keys []keyPos
 	var root ast.Node
 	if len(bytes.TrimSpace(data)) > 0 {
-		f, err := parser.ParseBytes(data, 0)
+		f, err := parse(data)
 		if err != nil {
-			return cfg, yamlError(err, nil)
+			// Name the key: parse again, leniently, for the keys' places.
+			if lf, lerr := parse(data, parser.AllowDuplicateMapKey()); lerr == nil && len(lf.Docs) > 0 {
+				keys = collectKeys(lf.Docs[0], "", nil)
+			}
+			return cfg, yamlError(err, keys)
 		}
 		if len(f.Docs) > 1 {
 			return cfg, &Error{Key: "(file)", Msg: "more than one YAML document"}
@@ -55,8 +60,13 @@ func Load(data []byte, lookupEnv func(string) (string, bool)) (Config, error) {
 		}
 	}
 	if root != nil {
+		var af aliasFinder
+		if ast.Walk(&af, root); af.at != nil {
+			return cfg, &Error{Key: "(file)", Line: af.at.GetToken().Position.Line,
+				Msg: "YAML aliases (*name) are not supported: write the value out"}
+		}
 		keys = collectKeys(root, "", nil)
-		if err := yaml.UnmarshalWithOptions(data, &cfg, yaml.Strict()); err != nil {
+		if err := unmarshal(data, &cfg); err != nil {
 			return cfg, yamlError(err, keys)
 		}
 		fillPolicies(&cfg, keys)
@@ -72,10 +82,47 @@ func Load(data []byte, lookupEnv func(string) (string, bool)) (Config, error) {
 	return cfg, nil
 }
 
+// unmarshal decodes strictly. go-yaml v1.19.2 panics on some malformed
+// input (a nil dereference in decodeSlice for "policies:\n  !|-name: a");
+// that is reported as an error, never let through.
+func unmarshal(data []byte, v any) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("the YAML decoder failed on this input (%v)", p)
+		}
+	}()
+	return yaml.UnmarshalWithOptions(data, v, yaml.Strict())
+}
+
+func parse(data []byte, opts ...parser.Option) (f *ast.File, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			f, err = nil, fmt.Errorf("the YAML parser failed on this input (%v)", p)
+		}
+	}()
+	return parser.ParseBytes(data, 0, opts...)
+}
+
+// aliasFinder finds the first alias. Aliases are refused: expanding them
+// can make a small file decode into an exponentially large value.
+type aliasFinder struct{ at ast.Node }
+
+func (a *aliasFinder) Visit(n ast.Node) ast.Visitor {
+	if a.at != nil {
+		return nil
+	}
+	if _, ok := n.(*ast.AliasNode); ok {
+		a.at = n
+		return nil
+	}
+	return a
+}
+
 // keyPos is where a key (or a list item) sits in the file.
 type keyPos struct {
 	path      string // "store.sync_writes", "policies[1].name"
 	line, col int
+	value     string // the scalar value, if the key holds one
 }
 
 func collectKeys(n ast.Node, prefix string, out []keyPos) []keyPos {
@@ -95,7 +142,11 @@ func collectKeys(n ast.Node, prefix string, out []keyPos) []keyPos {
 			p = prefix + "." + name
 		}
 		pos := n.Key.GetToken().Position
-		out = append(out, keyPos{path: p, line: pos.Line, col: pos.Column})
+		kp := keyPos{path: p, line: pos.Line, col: pos.Column}
+		if sc, ok := n.Value.(ast.ScalarNode); ok && sc.GetToken() != nil {
+			kp.value = sc.GetToken().Value
+		}
+		out = append(out, kp)
 		if n.Value != nil {
 			out = collectKeys(n.Value, p, out)
 		}
@@ -166,7 +217,20 @@ func yamlError(err error, keys []keyPos) error {
 		}
 		return &Error{Key: key, Line: pos.Line, Msg: cleanYAMLMessage(ye.GetMessage())}
 	}
-	return &Error{Key: "(file)", Msg: err.Error()}
+	// An error from a value's own decoder (a duration, say) carries no
+	// position; its message quotes the value: find the key holding it.
+	msg := err.Error()
+	if i := strings.IndexByte(msg, '"'); i >= 0 {
+		if q, uerr := strconv.QuotedPrefix(msg[i:]); uerr == nil {
+			v, _ := strconv.Unquote(q)
+			for _, k := range keys {
+				if k.value == v && v != "" {
+					return &Error{Key: k.path, Line: k.line, Msg: msg}
+				}
+			}
+		}
+	}
+	return &Error{Key: "(file)", Msg: msg}
 }
 
 func cleanYAMLMessage(m string) string {
@@ -285,7 +349,7 @@ func applyEnv(cfg *Config, lookup func(string) (string, bool)) error {
 			return
 		}
 		nv := reflect.New(f.Type())
-		if err := yaml.UnmarshalWithOptions([]byte(s), nv.Interface(), yaml.Strict()); err != nil || strings.TrimSpace(s) == "" {
+		if err := unmarshal([]byte(s), nv.Interface()); err != nil || strings.TrimSpace(s) == "" {
 			msg := fmt.Sprintf("%q is not a %s", s, goTypeName(f.Type().String()))
 			errs = append(errs, &Error{Key: strings.Join(path, "."), Env: name, Msg: msg})
 			return

@@ -1,0 +1,201 @@
+package config
+
+import (
+	"errors"
+	"os"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/idem-dev/idem/funnel"
+)
+
+func env(m map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
+}
+
+func TestDefaultsNeedNoFile(t *testing.T) {
+	for _, data := range []string{"", "\n", "# only a comment\n", "---\n"} {
+		cfg, err := Load([]byte(data), nil)
+		if err != nil {
+			t.Fatalf("%q: %v", data, err)
+		}
+		if !reflect.DeepEqual(cfg, Default()) {
+			t.Errorf("%q: not the defaults", data)
+		}
+	}
+	d := Default()
+	if d.Listen != "127.0.0.1:8080" || d.DataDir != "./idem-data" || d.Embedder.Provider != "builtin" ||
+		d.Judge.Enabled || !d.Store.SyncWrites || d.Budget != 50*time.Millisecond {
+		t.Errorf("defaults: %+v", d)
+	}
+}
+
+// TestExampleConfig: the committed idem.example.yaml is valid and says
+// what the defaults are (plus the extra policy and tool rule it shows).
+func TestExampleConfig(t *testing.T) {
+	data, err := os.ReadFile("../idem.example.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := Load(data, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := Default()
+	if cfg.Listen != d.Listen || cfg.Store != d.Store || cfg.Ledger != d.Ledger || cfg.Limits != d.Limits || cfg.Budget != d.Budget {
+		t.Errorf("the example's values drifted from the defaults:\n%+v", cfg)
+	}
+	if len(cfg.Policies) != 3 || cfg.Policies[0].Name != "email" || cfg.Policies[0].DuplicateThreshold != 0.9 || cfg.Policies[0].Lease != time.Minute {
+		t.Errorf("policies: %+v", cfg.Policies)
+	}
+	if !reflect.DeepEqual(cfg.Policies[1:], funnel.DefaultPolicies()) {
+		t.Errorf("the example's last two policies are not the defaults")
+	}
+	if r := cfg.Tools.Rules["send_email"]; r.Fields["to"].Class != "identity" || !r.Fields["to"].Normalize.FoldCase {
+		t.Errorf("tool rules: %+v", r)
+	}
+}
+
+// TestErrorsNameKeyAndLine: every kind of mistake names the key and line.
+func TestErrorsNameKeyAndLine(t *testing.T) {
+	cases := []struct {
+		name, yaml string
+		want       []string // substrings of the error, one per expected problem
+	}{
+		{"unknown key", "listen: 127.0.0.1:1\nstore:\n  sync_write: true\n", []string{"line 3: store.sync_write: unknown field"}},
+		{"wrong type", "store:\n  sync_writes: maybe\n", []string{"line 2: store.sync_writes:", "boolean"}},
+		{"bad duration", "budget: fast\n", []string{"line 1: budget:"}},
+		{"duplicate key", "listen: a:1\nlisten: b:2\n", []string{"line 2: listen:", "already defined"}},
+		{"syntax", "store: [\n", []string{"line 1"}},
+		{"not a mapping", "- 1\n- 2\n", []string{"line 1", "mapping"}},
+		{"public without keys", "listen: 0.0.0.0:8080\n", []string{"line 1: listen:", "loopback"}},
+		{"bad provider", "embedder:\n  provider: opneai\n", []string{"line 2: embedder.provider:", "opneai"}},
+		{"openai without model", "embedder:\n  provider: openai\n  base_url: http://x/v1\n  dimensions: 8\n", []string{"embedder.model: required"}},
+		{"judge without model", "judge:\n  enabled: true\n", []string{"line 1: judge.model"}},
+		{"bad key hash", "auth:\n  keys:\n    - {tenant: a, sha256: abc}\n", []string{"line 3: auth.keys[0].sha256"}},
+		{"bad class", "tools:\n  rules:\n    t:\n      fields:\n        a: {class: bogus}\n", []string{"tools.rules.t.fields.a.class", "bogus", "line 5"}},
+		{"bad policy", "policies:\n  - name: a\n  - name: b\n    on_duplicate: nope\n", []string{"line 3: policies[1]", "on_duplicate"}},
+		{"policy twice", "policies:\n  - name: a\n  - name: a\n", []string{"line 3: policies[1].name", "twice"}},
+		{"two problems", "budget: -1s\nmax_wait: -1s\n", []string{"line 1: budget", "line 2: max_wait"}},
+		{"alias", "budget: &b 1s\nmax_wait: *b\n", []string{"line 2", "aliases"}},
+		{"limits", "limits:\n  canon:\n    max_depth: 20000\n", []string{"line 3: limits.canon.max_depth"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Load([]byte(tc.yaml), nil)
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			if !errors.Is(err, ErrInvalid) {
+				t.Errorf("%v does not match ErrInvalid", err)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q lacks %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestEnvOverrides(t *testing.T) {
+	cfg, err := Load([]byte("listen: 127.0.0.1:1\nstore:\n  sync_writes: true\n"), env(map[string]string{
+		"IDEM_LISTEN": "127.0.0.1:9999", "IDEM_DATA_DIR": "/var/lib/idem", "IDEM_STORE_SYNC_WRITES": "false",
+		"IDEM_BUDGET": "80ms", "IDEM_LIMITS_CANON_MAX_DEPTH": "64", "IDEM_JUDGE_MODEL": "gpt-4o-mini",
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Listen != "127.0.0.1:9999" || cfg.DataDir != "/var/lib/idem" || cfg.Store.SyncWrites ||
+		cfg.Budget != 80*time.Millisecond || cfg.Limits.Canon.MaxDepth != 64 || cfg.Judge.Model != "gpt-4o-mini" {
+		t.Errorf("%+v", cfg)
+	}
+	_, err = Load(nil, env(map[string]string{"IDEM_BUDGET": "soon"}))
+	if err == nil || !strings.Contains(err.Error(), "budget (from IDEM_BUDGET)") {
+		t.Errorf("bad env value: %v", err)
+	}
+	_, err = Load(nil, env(map[string]string{"IDEM_LISTEN": "0.0.0.0:80"}))
+	if err == nil || !strings.Contains(err.Error(), "listen (from IDEM_LISTEN)") {
+		t.Errorf("invalid env value: %v", err)
+	}
+	names := map[string]bool{}
+	for _, v := range EnvVars() {
+		names[v.Name] = true
+	}
+	for _, n := range []string{"IDEM_LISTEN", "IDEM_DATA_DIR", "IDEM_EMBEDDER_PROVIDER", "IDEM_JUDGE_ENABLED", "IDEM_MAX_WAIT"} {
+		if !names[n] {
+			t.Errorf("EnvVars lacks %s", n)
+		}
+	}
+}
+
+func TestPolicyDefaultsFilled(t *testing.T) {
+	cfg, err := Load([]byte("policies:\n  - name: pay\n    tools: [charge_*]\n    strict: true\n    duplicate_threshold: 0.95\n"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := cfg.Policies[0]
+	want := funnel.DefaultPolicy()
+	want.Name, want.Tools, want.Strict, want.DuplicateThreshold = "pay", []string{"charge_*"}, true, 0.95
+	if !reflect.DeepEqual(p, want) {
+		t.Errorf("got %+v\nwant %+v", p, want)
+	}
+}
+
+// TestMarshalRoundTrip: the effective config check prints loads back to
+// the same config.
+func TestMarshalRoundTrip(t *testing.T) {
+	data, err := os.ReadFile("../idem.example.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := Load(data, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := Load(out, nil)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if out2, _ := Marshal(again); string(out2) != string(out) {
+		t.Errorf("round trip changed the config:\n%s\n---\n%s", out, out2)
+	}
+}
+
+// FuzzLoad: Load never panics; what it rejects matches ErrInvalid; what
+// it accepts prints and loads back unchanged.
+func FuzzLoad(f *testing.F) {
+	if data, err := os.ReadFile("../idem.example.yaml"); err == nil {
+		f.Add(data)
+	}
+	for _, s := range []string{"", "listen: 127.0.0.1:1\n", "store: {sync_writes: false}\n", "policies:\n  - name: a\n",
+		"budget: 1ms\nmax_wait: 0s\n", "- 1\n", "a: &x 1\nb: *x\n", "auth: {keys: [{tenant: t, sha256: " + strings.Repeat("a", 64) + "}]}\nlisten: 0.0.0.0:1\n"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		cfg, err := Load(data, nil)
+		if err != nil {
+			if !errors.Is(err, ErrInvalid) {
+				t.Fatalf("error %v does not match ErrInvalid", err)
+			}
+			return
+		}
+		out, err := Marshal(cfg)
+		if err != nil {
+			t.Fatalf("marshal: %v", err)
+		}
+		again, err := Load(out, nil)
+		if err != nil {
+			t.Fatalf("reloading the effective config: %v\n%s", err, out)
+		}
+		if out2, _ := Marshal(again); string(out2) != string(out) {
+			t.Fatalf("round trip changed the config:\n%s\n---\n%s", out, out2)
+		}
+	})
+}
