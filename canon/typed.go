@@ -415,13 +415,8 @@ func (r *typedRules) detect(v, name string) string {
 		}
 		return ""
 	}
-	if sh.plus && phoneName(name) || sh.plus && sh.digits >= 8 {
+	if sh.plus && sh.digits >= 8 || phoneName(name) || strings.HasPrefix(v, "tel:") {
 		if p, ok := parsePhone(v, r.nanp); ok {
-			return "phone " + p
-		}
-	}
-	if phoneName(name) && r.nanp {
-		if p, ok := parsePhone(v, true); ok {
 			return "phone " + p
 		}
 	}
@@ -564,6 +559,41 @@ func foldFieldAliases(fields map[string]FieldRule) map[string]FieldRule {
 	for pat, r := range fields {
 		r.Aliases = foldAliases(r.Aliases)
 		out[pat] = r
+	}
+	return out
+}
+
+// TypedEqualities lists the identity fields of a and b (calls of one
+// tool) whose values are spelled differently but have the same typed
+// normal form, as `path: time "evening 7:30" = "19:30"`, in path order.
+// The lines hold argument values: they are for the caller's answer,
+// never for logs.
+func TypedEqualities(a, b *Call) []string {
+	byPath := make(map[string]*Field, len(b.Fields))
+	for i := range b.Fields {
+		byPath[b.Fields[i].Path] = &b.Fields[i]
+	}
+	var out []string
+	for i := range a.Fields {
+		fa := &a.Fields[i]
+		fb := byPath[fa.Path]
+		if fb == nil || fa.Class != Identity || fb.Class != Identity || fa.Typed == "" || fa.Typed != fb.Typed || fa.Value == fb.Value {
+			continue
+		}
+		typ, _, _ := strings.Cut(fa.Typed, " ")
+		out = append(out, fa.Path+": "+typ+" "+fa.Value+" = "+fb.Value)
+	}
+	return out
+}
+
+// UnparsedPaths lists the identity fields whose value is a string that no
+// typed rule read: the fields TypedDigest leaves out.
+func (c *Call) UnparsedPaths() []string {
+	var out []string
+	for _, f := range c.Fields {
+		if f.Class == Identity && f.Typed == "" && strings.HasPrefix(f.Value, `"`) {
+			out = append(out, f.Path)
+		}
 	}
 	return out
 }

@@ -494,7 +494,7 @@ func (f *Funnel) sessionStages(ctx context.Context, c *check) (bool, error) {
 			}
 		}
 	} else {
-		cands = f.identityCandidates(c, noText)
+		cands = f.identityCandidates(bctx, c, noText, true)
 	}
 	done, err := f.decideCandidates(ctx, bctx, c, cands)
 	if err != nil || done {
@@ -608,24 +608,34 @@ func (f *Funnel) semanticCandidates(ctx context.Context, c *check) ([]candidate,
 		}
 	}
 	s.mu.Unlock()
-	cands := f.score(c, entries)
+	cands := f.score(ctx, c, entries, true)
 	c.lap("search")
 	return cands, nil
 }
 
 // score compares the call with entries: eligibility, the identity gate and
-// the window-by-window cosine. Best first.
-func (f *Funnel) score(c *check, entries []*entry) []candidate {
+// the window-by-window cosine. Best first. With forJudge, an entry that
+// fails the gate only by identity values no typed rule read, with a
+// similarity in the ambiguous band or above, stays for the judge below the
+// duplicate threshold (see unparsedOnly).
+func (f *Funnel) score(ctx context.Context, c *check, entries []*entry, forJudge bool) []candidate {
 	var cands []candidate
+	held := 0
 	for _, e := range entries {
 		if !f.eligible(c, e) || len(e.windows) == 0 || e.model != f.embedder.Name() {
 			continue
 		}
+		sim := f.compare(c, c.windows, e.windows)
 		if c.pol.IdentityGate && e.identity != c.call.IdentityDigest {
-			continue
+			if !forJudge || sim < c.pol.AmbiguousThreshold || !f.unparsedOnly(ctx, c, e) {
+				continue
+			}
+			sim = math.Min(sim, math.Nextafter(c.pol.DuplicateThreshold, 0))
+			held++
 		}
-		cands = append(cands, candidate{e: e, score: f.compare(c, c.windows, e.windows)})
+		cands = append(cands, candidate{e: e, score: sim})
 	}
+	f.noteHeld(c, held)
 	slices.SortStableFunc(cands, func(a, b candidate) int {
 		switch {
 		case a.score > b.score:
@@ -664,16 +674,52 @@ func dot(a, b []float32) float64 {
 }
 
 // identityCandidates: for a call without text, earlier calls of the same
-// tool without text and with equal identity fields.
-func (f *Funnel) identityCandidates(c *check, es []*entry) []candidate {
-	var cands []candidate
+// tool without text and with equal identity fields; after them, the
+// newest TopK that differ only in identity values no typed rule read, at
+// the bottom of the ambiguous band: only the judge may call them the same
+// (with forJudge).
+func (f *Funnel) identityCandidates(ctx context.Context, c *check, es []*entry, forJudge bool) []candidate {
+	var cands, held []candidate
 	for i := len(es) - 1; i >= 0; i-- {
 		e := es[i]
-		if f.eligible(c, e) && len(e.windows) == 0 && e.identity == c.call.IdentityDigest {
+		if !f.eligible(c, e) || len(e.windows) != 0 {
+			continue
+		}
+		if e.identity == c.call.IdentityDigest {
 			cands = append(cands, candidate{e: e, score: 1})
+		} else if forJudge && len(held) < f.cfg.TopK && f.unparsedOnly(ctx, c, e) {
+			held = append(held, candidate{e: e, score: c.pol.AmbiguousThreshold})
 		}
 	}
-	return cands
+	f.noteHeld(c, len(held))
+	return append(cands, held...)
+}
+
+// unparsedOnly reports whether the earlier call e differs from the call
+// only in identity strings that no typed rule of canon read (equal
+// canon.Call.TypedDigest, unequal IdentityDigest): "SF" for "San
+// Francisco" is a restatement the identity gate cannot see and a
+// configured judge may. Without a judge, or on any error reading e's
+// record, it is false: the gate's answer stands.
+func (f *Funnel) unparsedOnly(ctx context.Context, c *check, e *entry) bool {
+	if f.judge == nil || !c.pol.Judge || len(c.call.UnparsedPaths()) == 0 {
+		return false
+	}
+	got, err := f.ledger.Get(ctx, c.req.Tenant, e.key)
+	if err != nil {
+		return false
+	}
+	earlier, err := f.canon.Canonicalize(got.Record.Tool, got.Record.Canonical)
+	return err == nil && earlier.TypedDigest == c.call.TypedDigest
+}
+
+// noteHeld says how many earlier calls were kept for the judge by
+// unparsedOnly, naming the fields (never their values).
+func (f *Funnel) noteHeld(c *check, held int) {
+	if held > 0 {
+		c.note("%d earlier call(s) differ only in identity values no typed rule read (%s): held for the judge",
+			held, strings.Join(c.call.UnparsedPaths(), ", "))
+	}
 }
 
 // decideCandidates applies the thresholds, the judge and the policy.
@@ -928,9 +974,9 @@ func (f *Funnel) late(ctx context.Context, c *check, late []*entry) (bool, error
 	var cands []candidate
 	switch {
 	case len(c.windows) > 0:
-		cands = f.score(c, late)
+		cands = f.score(ctx, c, late, false)
 	case !c.call.HasText():
-		cands = f.identityCandidates(c, late)
+		cands = f.identityCandidates(ctx, c, late, false)
 	}
 	for _, cd := range cands {
 		if cd.score < c.pol.DuplicateThreshold {
