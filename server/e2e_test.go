@@ -527,7 +527,9 @@ func TestGuard(t *testing.T) {
 	}
 	// client.Permanent overrides the classification.
 	p := client.CheckRequest{SessionID: "s", WorkflowID: "wf", StepID: "5", Tool: "ship", Arguments: json.RawMessage(`{"order":"10"}`)}
-	c.Guard(ctx, p, func(context.Context, string) (json.RawMessage, error) { return nil, client.Permanent(errors.New("no such order")) })
+	c.Guard(ctx, p, func(context.Context, string) (json.RawMessage, error) {
+		return nil, client.Permanent(errors.New("no such order"))
+	})
 	if rec, err := c.Record(ctx, "wf:5:ship"); err != nil || rec.ErrorClass != "permanent" {
 		t.Errorf("client.Permanent: %+v %v", rec, err)
 	}

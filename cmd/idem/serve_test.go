@@ -1,0 +1,174 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// startServe runs `idem serve` in this process with the given
+// environment and returns its URL; the test's cleanup stops it (as
+// SIGINT would) and waits for it to exit.
+func startServe(t *testing.T, env map[string]string, args ...string) string {
+	t.Helper()
+	t.Setenv("IDEM_LISTEN", "127.0.0.1:0")
+	t.Setenv("IDEM_DATA_DIR", t.TempDir())
+	t.Setenv("IDEM_STORE_SYNC_WRITES", "false")
+	t.Setenv("IDEM_CONFIG", "")
+	for k, v := range env {
+		t.Setenv(k, v)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	old := serveContext
+	serveContext = func() (context.Context, context.CancelFunc) { return ctx, cancel }
+	pr, pw := io.Pipe()
+	done := make(chan int, 1)
+	go func() {
+		code := run(append([]string{"serve"}, args...), strings.NewReader(""), pw, io.Discard)
+		pw.Close()
+		done <- code
+	}()
+	line, err := bufio.NewReader(pr).ReadString('\n')
+	go io.Copy(io.Discard, pr)
+	serveContext = old
+	if err != nil {
+		cancel()
+		t.Fatalf("serve printed no address (exit %d): %v", <-done, err)
+	}
+	_, rest, _ := strings.Cut(line, "listening on ")
+	url, _, _ := strings.Cut(rest, " ")
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case code := <-done:
+			if code != 0 {
+				t.Errorf("serve exited %d", code)
+			}
+		case <-time.After(30 * time.Second):
+			t.Error("serve did not stop")
+		}
+	})
+	return url
+}
+
+func TestServeAndCheck(t *testing.T) {
+	url := startServe(t, nil)
+	resp, err := http.Get(url + "/readyz")
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("readyz: %v %v", resp, err)
+	}
+	resp.Body.Close()
+
+	call := `{"session_id":"s1","workflow_id":"wf","step_id":"1","tool":"send_email","arguments":{"to":"ann@example.com","body":"Hello Ann, here is your invoice."}}`
+	code, out, errs := runIdem(t, "", "check", "--server", url, call)
+	if code != 0 || !strings.Contains(out, "decision  execute") || !strings.Contains(out, "token") {
+		t.Fatalf("first check: exit %d\n%s%s", code, out, errs)
+	}
+	// The same key again, from stdin: in progress, flagged.
+	code, out, _ = runIdem(t, call, "check", "--server", url, "--json")
+	if code != exitFlagged || !strings.Contains(out, `"decision": "in_progress"`) {
+		t.Errorf("second check: exit %d\n%s", code, out)
+	}
+	// Bad input: exit 2, naming the field.
+	code, _, errs = runIdem(t, "", "check", "--server", url, `{"tool":"t","arguments":{}}`)
+	if code != 2 || !strings.Contains(errs, "session_id") {
+		t.Errorf("bad input: exit %d: %s", code, errs)
+	}
+	code, _, errs = runIdem(t, "", "check", "--server", url, `{"sesion":"x"}`)
+	if code != 2 || !strings.Contains(errs, "sesion") {
+		t.Errorf("unknown field: exit %d: %s", code, errs)
+	}
+}
+
+func TestServeWithKeys(t *testing.T) {
+	dir := t.TempDir()
+	code, out, _ := runIdem(t, "", "key", "--tenant", "acme")
+	if code != 0 {
+		t.Fatal(out)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	key := lines[0]
+	if !strings.HasPrefix(key, "idem_") || len(key) < 30 {
+		t.Fatalf("key %q", key)
+	}
+	if want := fmt.Sprintf("%x", sha256.Sum256([]byte(key))); !strings.Contains(lines[2], want) || !strings.Contains(lines[2], `"acme"`) {
+		t.Fatalf("config line %q does not hold the key's hash", lines[2])
+	}
+	cfg := filepath.Join(dir, "idem.yaml")
+	if err := os.WriteFile(cfg, []byte("auth:\n  keys:\n"+lines[2]+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, errs := runIdem(t, "", "config", "check", cfg); code != 0 || !strings.Contains(out, "tenant: acme") {
+		t.Fatalf("config check: %d %s %s", code, out, errs)
+	}
+	url := startServe(t, nil, "--config", cfg)
+	call := `{"session_id":"s1","idempotency_key":"k1","tool":"t","arguments":{"a":1}}`
+	t.Setenv("IDEM_API_KEY", "")
+	if code, _, errs := runIdem(t, "", "check", "--server", url, call); code != 2 || !strings.Contains(errs, "401") {
+		t.Errorf("without the key: exit %d %s", code, errs)
+	}
+	t.Setenv("IDEM_API_KEY", key)
+	if code, out, errs := runIdem(t, "", "check", "--server", url, call); code != 0 {
+		t.Errorf("with the key: exit %d %s %s", code, out, errs)
+	}
+}
+
+func TestServeRefusesPublicWithoutKeys(t *testing.T) {
+	t.Setenv("IDEM_LISTEN", "0.0.0.0:0")
+	t.Setenv("IDEM_DATA_DIR", t.TempDir())
+	t.Setenv("IDEM_CONFIG", "")
+	code, _, errs := runIdem(t, "", "serve")
+	if code != 2 || !strings.Contains(errs, "IDEM_LISTEN") || !strings.Contains(errs, "loopback") {
+		t.Errorf("exit %d: %s", code, errs)
+	}
+}
+
+func TestCheckLocal(t *testing.T) {
+	t.Setenv("IDEM_STORE_SYNC_WRITES", "false")
+	t.Setenv("IDEM_CONFIG", "")
+	dir := t.TempDir()
+	call := `{"session_id":"s1","workflow_id":"wf","step_id":"1","tool":"charge","arguments":{"amount":10,"card":"c1"}}`
+	code, out, errs := runIdem(t, "", "check", "--local", dir, call)
+	if code != 0 || !strings.Contains(out, "decision  execute") {
+		t.Fatalf("first: exit %d\n%s%s", code, out, errs)
+	}
+	// The same call at another step: the exact stage flags it.
+	code, out, _ = runIdem(t, "", "check", "--local", dir, strings.Replace(call, `"step_id":"1"`, `"step_id":"2"`, 1))
+	if code != exitFlagged || !strings.Contains(out, "stage     exact") {
+		t.Errorf("second: exit %d\n%s", code, out)
+	}
+	code, _, errs = runIdem(t, "", "check", "--local", dir, `{"session_id":"s","idempotency_key":"k","tool":"t","arguments":[1]}`)
+	if code != 2 || !strings.Contains(errs, "arguments") {
+		t.Errorf("bad arguments: exit %d %s", code, errs)
+	}
+}
+
+func TestConfigCommand(t *testing.T) {
+	t.Setenv("IDEM_LISTEN", "")
+	os.Unsetenv("IDEM_LISTEN")
+	code, out, errs := runIdem(t, "", "config", "check", "../../idem.example.yaml")
+	if code != 0 || !strings.Contains(out, "listen: 127.0.0.1:8080") || !strings.Contains(out, "name: email") {
+		t.Fatalf("example: exit %d\n%s%s", code, out, errs)
+	}
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	os.WriteFile(bad, []byte("listen: 127.0.0.1:1\nembedder:\n  provider: opneai\nstore:\n  sync_write: true\n"), 0o600)
+	code, _, errs = runIdem(t, "", "config", "check", bad)
+	if code != 2 || !strings.Contains(errs, "line 5: store.sync_write") {
+		t.Errorf("bad file: exit %d: %s", code, errs)
+	}
+	code, out, _ = runIdem(t, "", "config", "env")
+	if code != 0 || !strings.Contains(out, "IDEM_DATA_DIR") {
+		t.Errorf("env: %d %s", code, out)
+	}
+	if code, _, _ := runIdem(t, "", "key"); code != 2 {
+		t.Errorf("key without tenant: exit %d", code)
+	}
+}

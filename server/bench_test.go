@@ -1,0 +1,112 @@
+package server_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"runtime"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/idem-dev/idem/client"
+)
+
+// BenchmarkCheckHTTP measures checks over loopback HTTP against the real
+// server (Badger without sync writes, the built-in encoder), from
+// GOMAXPROCS and GOMAXPROCS×4 concurrent clients sharing the machine with the server.
+// It reports checks/s and the p50/p99 latency a client sees:
+//
+//   - key_hit: the call's own key holds a result (the key stage decides);
+//   - exact_hit: a new step repeating a completed call byte for byte (the
+//     exact stage decides);
+//   - semantic: a new step rewording a completed call (embedding, search,
+//     identity gate: the semantic stage decides confirm). Every text is
+//     new, so the encoder runs on every check.
+//
+// go test -run XXX -bench CheckHTTP -benchtime 2000x ./server
+func BenchmarkCheckHTTP(b *testing.B) {
+	e := start(b, options{})
+	c := plainClient(b, e.url) // no per-exchange document validation in the timed loop
+	ctx := context.Background()
+	seed := func(session, step, body string) {
+		r, err := c.Check(ctx, client.CheckRequest{SessionID: session, WorkflowID: "wf", StepID: step, Tool: "send_email", Arguments: emailArgs("ann@example.com", body)})
+		if err != nil || r.Decision != client.Execute {
+			b.Fatalf("seed: %+v %v", r, err)
+		}
+		if _, err := c.Complete(ctx, r.Key, r.Token, json.RawMessage(`{"id":"m-1"}`)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	body := "Hello Ann, here is your invoice for March. Let me know if anything is unclear."
+	seed("s-bench", "0", body)
+	var step atomic.Int64
+	cases := []struct {
+		name     string
+		decision string
+		req      func() client.CheckRequest
+	}{
+		{"key_hit", client.Duplicate, func() client.CheckRequest {
+			return client.CheckRequest{SessionID: "s-bench", WorkflowID: "wf", StepID: "0", Tool: "send_email", Arguments: emailArgs("ann@example.com", body)}
+		}},
+		{"exact_hit", client.Duplicate, func() client.CheckRequest {
+			return client.CheckRequest{SessionID: "s-bench", WorkflowID: "wf", StepID: fmt.Sprint("x", step.Add(1)), Tool: "send_email", Arguments: emailArgs("ann@example.com", body)}
+		}},
+		{"semantic", client.Confirm, func() client.CheckRequest {
+			n := step.Add(1)
+			return client.CheckRequest{SessionID: "s-bench", WorkflowID: "wf", StepID: fmt.Sprint("s", n), Tool: "send_email",
+				Arguments: emailArgs("ann@example.com", fmt.Sprintf("Hi Ann, here is your March invoice, number %d. Let me know if anything is unclear.", n))}
+		}},
+	}
+	for _, tc := range cases {
+		for _, par := range []int{1, 4} {
+			b.Run(fmt.Sprintf("%s/clients=%d", tc.name, par*runtime.GOMAXPROCS(0)), func(b *testing.B) {
+				var mu sync.Mutex
+				lat := make([]time.Duration, 0, b.N)
+				b.SetParallelism(par)
+				b.ReportAllocs()
+				b.ResetTimer()
+				start := time.Now()
+				b.RunParallel(func(pb *testing.PB) {
+					local := make([]time.Duration, 0, 64)
+					for pb.Next() {
+						t0 := time.Now()
+						r, err := c.Check(ctx, tc.req())
+						local = append(local, time.Since(t0))
+						if err != nil {
+							b.Error(err)
+							return
+						}
+						if r.Decision != tc.decision {
+							b.Errorf("decision %s (%s), want %s", r.Decision, r.Reason, tc.decision)
+							return
+						}
+					}
+					mu.Lock()
+					lat = append(lat, local...)
+					mu.Unlock()
+				})
+				elapsed := time.Since(start)
+				b.StopTimer()
+				slices.Sort(lat)
+				if len(lat) == 0 {
+					return
+				}
+				b.ReportMetric(float64(len(lat))/elapsed.Seconds(), "checks/s")
+				b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
+				b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
+			})
+		}
+	}
+}
+
+func plainClient(b *testing.B, url string) *client.Client {
+	cfg := client.DefaultConfig(url)
+	c, err := client.New(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return c
+}
