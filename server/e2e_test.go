@@ -564,3 +564,46 @@ func TestUncertainAndTakeover(t *testing.T) {
 		t.Error("takeover not counted")
 	}
 }
+
+// TestShutdownDrains: a check waiting for its twin when shutdown begins
+// still gets its answer; new connections are refused afterwards.
+func TestShutdownDrains(t *testing.T) {
+	e := start(t, options{})
+	c := e.client("")
+	ctx := context.Background()
+	req := client.CheckRequest{SessionID: "s", IdempotencyKey: "k-drain", Tool: "charge", Arguments: json.RawMessage(`{"amount":1}`)}
+	first, err := c.Check(ctx, req)
+	if err != nil || first.Decision != client.Execute {
+		t.Fatal(first, err)
+	}
+	waiter := make(chan *client.Result, 1)
+	go func() {
+		w := req
+		w.WaitMS = 10_000
+		r, err := c.Check(ctx, w)
+		if err != nil {
+			t.Errorf("waiter: %v", err)
+		}
+		waiter <- r
+	}()
+	time.Sleep(200 * time.Millisecond) // the waiter is waiting
+	stopped := make(chan struct{})
+	go func() {
+		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		e.srv.Shutdown(sctx)
+		close(stopped)
+	}()
+	time.Sleep(100 * time.Millisecond)
+	if _, err := e.ledger.Complete(ctx, "default", first.Key, first.Token, json.RawMessage(`"charged"`)); err != nil {
+		t.Fatal(err)
+	}
+	r := <-waiter
+	if r == nil || r.Decision != client.Duplicate || string(r.Match.Result) != `"charged"` {
+		t.Fatalf("waiter during shutdown: %+v", r)
+	}
+	<-stopped
+	if _, err := http.Get(e.url + "/healthz"); err == nil {
+		t.Error("the server still accepts connections after shutdown")
+	}
+}
