@@ -20,7 +20,9 @@ func TestSweep(t *testing.T) {
 	schema := newSchema(t)
 	s := openStore(t, schema, func(c *Config) { c.SweepBatch = 3 })
 	ctx := t.Context()
-	short := newLedger(t, s, func(c *ledger.Config) { c.Now, c.Retention, c.Lease = s.Now, 100*time.Millisecond, 100*time.Millisecond })
+	short := newLedger(t, s, func(c *ledger.Config) {
+		c.Now, c.Retention, c.Lease = s.Now, 100*time.Millisecond, 100*time.Millisecond
+	})
 	long := newLedger(t, s, func(c *ledger.Config) { c.Now = s.Now })
 	for i := range 10 {
 		key := "short-" + string(rune('a'+i))
@@ -38,9 +40,17 @@ func TestSweep(t *testing.T) {
 		t.Fatalf("Sweep before retention: %d, %v; want nothing deleted", n, err)
 	}
 	time.Sleep(250 * time.Millisecond) // past lease+retention of the short records
+	listener := admin(t)
+	_, err = listener.Exec(ctx, `LISTEN "idem:`+schema+`"`)
+	mustf(t, err, "LISTEN")
 	n, err := s.Sweep(ctx)
 	if err != nil || n != 11 {
 		t.Fatalf("Sweep: %d deleted, %v; want the 11 short records", n, err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	if n, err := listener.WaitForNotification(wctx); err == nil {
+		t.Errorf("the sweep notified waiters (%q); it should be quiet", n.Payload)
 	}
 	if _, err := s.Get(ctx, "t", "short-a"); !errors.Is(err, ledger.ErrNotFound) {
 		t.Fatalf("swept record: %v", err)

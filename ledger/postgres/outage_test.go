@@ -309,3 +309,46 @@ func (p *proxy) restore() {
 	defer p.mu.Unlock()
 	p.down = false
 }
+
+// TestStatementTimeout: a write blocked behind another transaction's row
+// lock gives up at the statement timeout with an error matching
+// ErrUnavailable that names the timeout, and writes nothing.
+func TestStatementTimeout(t *testing.T) {
+	schema := newSchema(t)
+	s := openStore(t, schema, func(c *Config) { c.StatementTimeout = 200 * time.Millisecond })
+	l := newLedger(t, s, nil)
+	ctx := t.Context()
+	c, err := l.Claim(ctx, ledger.ClaimRequest{Tenant: "t", Key: "k"})
+	mustf(t, err, "Claim")
+	tx, err := admin(t).Begin(ctx)
+	mustf(t, err, "begin")
+	defer tx.Rollback(context.Background())
+	_, err = tx.Exec(ctx, `SELECT 1 FROM `+schema+`.idem_records WHERE key = 'k' FOR UPDATE`)
+	mustf(t, err, "lock")
+	start := time.Now()
+	_, err = l.Complete(ctx, "t", "k", c.Token, json.RawMessage(`1`))
+	if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "statement timeout") {
+		t.Fatalf("Complete behind a lock: %v, want ErrUnavailable naming the statement timeout", err)
+	}
+	if took := time.Since(start); took > 2*time.Second {
+		t.Errorf("Complete took %v with a 200ms statement timeout", took)
+	}
+	mustf(t, tx.Rollback(ctx), "rollback")
+	if got, err := l.Get(ctx, "t", "k"); err != nil || got.Outcome != ledger.InProgress {
+		t.Fatalf("after the timeout: %v %v, want still in progress", got.Outcome, err)
+	}
+}
+
+// TestTextWithNUL: PostgreSQL text cannot hold NUL; such an id is refused
+// as invalid input, and nothing is written.
+func TestTextWithNUL(t *testing.T) {
+	l := newLedger(t, openStore(t, newSchema(t), nil), nil)
+	ctx := t.Context()
+	_, err := l.Claim(ctx, ledger.ClaimRequest{Tenant: "t", Key: "k", Session: "a\x00b"})
+	if !errors.Is(err, ledger.ErrInvalidInput) {
+		t.Fatalf("Claim with NUL in the session: %v, want ErrInvalidInput", err)
+	}
+	if _, err := l.Get(ctx, "t", "k"); !errors.Is(err, ledger.ErrNotFound) {
+		t.Fatalf("the refused claim left a record: %v", err)
+	}
+}
