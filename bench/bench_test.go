@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"context"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/idem-dev/idem/client"
 	"github.com/idem-dev/idem/embed"
@@ -228,5 +231,33 @@ func TestCalibrateHoldout(t *testing.T) {
 		if !strings.Contains(y.String(), key) {
 			t.Errorf("snippet lacks %q:\n%s", key, y.String())
 		}
+	}
+}
+
+// TestRealTime replays at the speed of t_ms: a transient retry that
+// arrives while the first call runs is in progress, one after its result
+// is a replayed duplicate.
+func TestRealTime(t *testing.T) {
+	dir := t.TempDir()
+	lines := `{"t_ms": 0, "session": "s", "workflow": "w", "step": "1", "tool": "pay", "arguments": {"to": "acct-1", "amount": 5}, "outcome": {"status": "success", "result": {"id": 1}, "after_ms": 150}, "truth": {"expect": "execute"}}
+{"t_ms": 50, "session": "s", "workflow": "w", "step": "1", "tool": "pay", "arguments": {"to": "acct-1", "amount": 5}, "attempt": {"kind": "transient", "number": 2}, "truth": {"expect": "duplicate", "of": 1}}
+{"t_ms": 300, "session": "s", "workflow": "w", "step": "1", "tool": "pay", "arguments": {"to": "acct-1", "amount": 5}, "attempt": {"kind": "transient", "number": 3}, "truth": {"expect": "duplicate", "of": 1}}
+`
+	if err := os.WriteFile(filepath.Join(dir, "traffic.jsonl"), []byte(lines), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := DefaultConfig()
+	cfg.RealTime = true
+	start := time.Now()
+	r := runSet(t, dir, cfg)
+	if el := time.Since(start); el < 300*time.Millisecond {
+		t.Errorf("a real-time replay of 300 ms took %v", el)
+	}
+	got := []string{r.Results[0].Decision.Decision, r.Results[1].Decision.Decision, r.Results[2].Decision.Decision}
+	if got[0] != "execute" || got[1] != "in_progress" || got[2] != "duplicate" {
+		t.Errorf("decisions %v, want execute, in_progress, duplicate", got)
+	}
+	if r.Mode != "in-process, real time" {
+		t.Errorf("mode %q", r.Mode)
 	}
 }

@@ -43,10 +43,13 @@ type Report struct {
 
 // BaselineReport scores the whole-call-embedding baseline.
 type BaselineReport struct {
-	Threshold float64            `json:"threshold"`
-	Overall   Metrics            `json:"overall"`
-	ByTool    map[string]Metrics `json:"by_tool"`
-	ByTag     map[string]Metrics `json:"by_tag"`
+	Threshold float64 `json:"threshold"`
+	// Flagged counts the events the baseline flags (its hit rate, for
+	// unlabelled traffic).
+	Flagged int                `json:"flagged"`
+	Overall Metrics            `json:"overall"`
+	ByTool  map[string]Metrics `json:"by_tool"`
+	ByTag   map[string]Metrics `json:"by_tag"`
 }
 
 // Sweep is precision and recall against a threshold: for the funnel, every
@@ -181,6 +184,11 @@ func Score(a *Analysis) *Report {
 		r.Latency[k] = latencyOf(v, cfg.Budget, k == "total")
 	}
 	r.Baseline = BaselineReport{Threshold: cfg.BaselineThreshold, Overall: bover.Metrics(), ByTool: btools.metrics(), ByTag: btags.metrics()}
+	for i, f := range bflags {
+		if f && a.whole[i] != nil {
+			r.Baseline.Flagged++
+		}
+	}
 	r.Sweep = sweep(a)
 	r.Histograms = histograms(a)
 	r.Review = review(a)
@@ -371,6 +379,7 @@ func (r *Report) WriteText(w io.Writer) error {
 		for _, k := range sortedKeys(r.Decisions) {
 			fmt.Fprintf(&b, "  %-28s %6d  %5.1f%%\n", k, r.Decisions[k], 100*float64(r.Decisions[k])/float64(max(1, r.Events)))
 		}
+		fmt.Fprintf(&b, "baseline (cos ≥ %.2f) would flag %d (%.1f%%)\n", r.Baseline.Threshold, r.Baseline.Flagged, 100*float64(r.Baseline.Flagged)/float64(max(1, r.Events)))
 		fmt.Fprintf(&b, "borderline pairs for review: %d\n", len(r.Review))
 	}
 	_, err := io.WriteString(w, b.String())
