@@ -208,6 +208,7 @@ func TestErrorStatuses(t *testing.T) {
 		{"404 unknown endpoint", e, "GET", "/v2/check", "", "", "", 404, "", "no such endpoint"},
 		{"409 stale token", e, "POST", "/v1/complete", "application/json", "", `{"key":"pay-1","token":"not-the-token","result":1}`, 409, "token", "lease token"},
 		{"413 body too large", e, "POST", "/v1/check", "application/json", "", `{"session_id":"` + strings.Repeat("x", 70<<10) + `"}`, 413, "body", "larger than"},
+		{"413 key too long", e, "GET", "/v1/records/" + strings.Repeat("k", 2000), "", "", "", 413, "key", "too large"},
 		{"415 wrong content type", e, "POST", "/v1/check", "text/plain", "", okCheck, 415, "Content-Type", "application/json"},
 		{"415 no content type", e, "POST", "/v1/check", "", "", okCheck, 415, "Content-Type", ""},
 		{"422 key reused with other arguments", e, "POST", "/v1/check", "application/json", "", `{"session_id":"s","idempotency_key":"pay-1","tool":"charge","arguments":{"amount":6}}`, 422, "idempotency_key", "reused"},
