@@ -234,7 +234,8 @@ func TestHeuristicClasses(t *testing.T) {
 		"cmd": "ls -la /tmp", "run": "rm -rf /tmp", "q": "SELECT * FROM users WHERE id = 3",
 		"file": "main.go", "where": "src/util.go", "token": "HAT136", "label": "economy plus",
 		"thoughts": "I think we should book the earlier flight because it is cheaper.",
-		"request_id": "r-1", "meta": {"traceId": "abc"}, "empty": "", "list": [], "obj": {}
+		"request_id": "r-1", "meta": {"traceId": "abc"}, "empty": "", "list": [], "obj": {},
+		"expression": "(168 + 114) * 2"
 	}`)
 	want := map[string]string{
 		"user_id":      "identity heuristic:date", // placeholder, replaced below
@@ -265,6 +266,7 @@ func TestHeuristicClasses(t *testing.T) {
 		"empty":        "identity heuristic:empty-string",
 		"list":         "identity heuristic:empty-container",
 		"obj":          "identity heuristic:empty-container",
+		"expression":   "identity heuristic:expression",
 	}
 	want["user_id"] = "identity heuristic:name=*_id"
 	got := classes(call)

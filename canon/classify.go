@@ -195,7 +195,7 @@ var (
 )
 
 func init() {
-	for _, s := range []string{"uuid", "url", "email", "date", "time", "date-time", "number-string"} {
+	for _, s := range []string{"uuid", "url", "email", "date", "time", "date-time", "number-string", "expression"} {
 		shapeRules[s] = "heuristic:" + s
 	}
 }
@@ -271,8 +271,11 @@ func setOf(words ...string) map[string]bool {
 // identifier: email, url, uuid, date, time, date-time, number. "" if none.
 func strongShape(s string) string {
 	if strings.ContainsAny(s, " \t\n") {
-		if isDateTime(s) {
+		switch {
+		case isDateTime(s):
 			return "date-time"
+		case isExpression(s):
+			return "expression"
 		}
 		return ""
 	}
@@ -294,6 +297,25 @@ func strongShape(s string) string {
 		return "number-string"
 	}
 	return ""
+}
+
+// isExpression: arithmetic such as "(168 + 114) * 2": only digits,
+// operators, parentheses and spaces, with at least one digit and one
+// operator.
+func isExpression(s string) bool {
+	digit, op := false, false
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c >= '0' && c <= '9':
+			digit = true
+		case strings.IndexByte("+-*/%^", c) >= 0:
+			op = true
+		case strings.IndexByte("().,= \t", c) >= 0:
+		default:
+			return false
+		}
+	}
+	return digit && op
 }
 
 func isUUID(s string) bool {

@@ -737,9 +737,11 @@ func (f *Funnel) decideCandidates(ctx, bctx context.Context, c *check, cands []c
 		if !ok {
 			continue
 		}
-		if cd.score >= c.pol.DuplicateThreshold && f.negationDiffers(c, &got.Record) {
-			cd.score = math.Nextafter(c.pol.DuplicateThreshold, 0)
-			c.note("negation differs from the earlier call's text: held below the duplicate threshold")
+		if cd.score >= c.pol.DuplicateThreshold {
+			if kind := f.contrastWith(c, &got.Record); kind != "" {
+				cd.score = math.Nextafter(c.pol.DuplicateThreshold, 0)
+				c.note("the earlier call's text differs in %s: held below the duplicate threshold", kind)
+			}
 		}
 		if cd.score >= c.pol.DuplicateThreshold {
 			c.res.Stage = StageSemantic
@@ -760,17 +762,17 @@ func (f *Funnel) decideCandidates(ctx, bctx context.Context, c *check, cands []c
 	return false, nil
 }
 
-// negationDiffers reports whether the call's text and the earlier call's
-// carry a different number of negation cues.
-func (f *Funnel) negationDiffers(c *check, r *ledger.Record) bool {
+// contrastWith names how the call's text contradicts the earlier call's
+// (see contrast), or "" when it does not.
+func (f *Funnel) contrastWith(c *check, r *ledger.Record) string {
 	if !c.call.HasText() {
-		return false
+		return ""
 	}
 	earlier, err := f.canon.Canonicalize(r.Tool, r.Canonical)
 	if err != nil {
-		return true // cannot tell: do not let the embedding alone decide
+		return "an unreadable record" // cannot tell: the embedding alone must not decide
 	}
-	return negations(c.call.TextView()) != negations(earlier.TextView())
+	return contrast(c.call.TextView(), earlier.TextView())
 }
 
 // judgeStage asks the judge about an ambiguous candidate.
@@ -986,7 +988,7 @@ func (f *Funnel) late(ctx context.Context, c *check, late []*entry) (bool, error
 		if err != nil {
 			return false, err
 		}
-		if ok && !f.negationDiffers(c, &got.Record) {
+		if ok && f.contrastWith(c, &got.Record) == "" {
 			c.res.Stage = StageSemantic
 			return f.onDuplicate(ctx, c, got, cd.score, "a call of the same tool with equal identity fields was claimed in this session a moment ago")
 		}
