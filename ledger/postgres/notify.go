@@ -25,10 +25,17 @@ func notifyKey(tenant, key string) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// Watch implements ledger.Store. The channel is closed by a change made
-// through any Store on the same schema (this one at once, others through
-// the database's notification), and also spuriously: after the listening
-// connection is re-established, and at least every Config.RecheckInterval.
+// Watch implements ledger.Store. The channel is closed by every change
+// made through this Store, at once; by a change made through another
+// Store on the same schema (another replica) that can end a wait — a
+// PENDING record completed, failed or taken over, or any record deleted —
+// through the database's notification, within milliseconds; and
+// spuriously, after the listening connection is re-established and at
+// least every Config.RecheckInterval. So another replica's new claim of a
+// watched key is seen at the next re-check at the latest: the ledger never
+// waits on a key that is absent or finished, and sparing claims the
+// notification keeps them from queueing on PostgreSQL's notify lock (see
+// migrations/0001_init.sql).
 func (s *Store) Watch(tenant, key string) (<-chan struct{}, func()) {
 	wk := notifyKey(tenant, key)
 	s.mu.Lock()

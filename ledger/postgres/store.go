@@ -20,9 +20,10 @@
 //     writing statement; its row lock is held to commit, so Seq order is
 //     commit order.
 //
-// Waiters on any replica are woken by a trigger that NOTIFYs on every
-// change of a row; each Store keeps one listening connection and fans the
-// notifications out in process. A lost notification (the listening
+// Waiters on any replica are woken by a trigger that NOTIFYs when a
+// PENDING row changes or a row is deleted (what ends a wait; claims do
+// not notify, see Watch); each Store keeps one listening connection and
+// fans the notifications out in process. A lost notification (the listening
 // connection dropped) cannot strand a waiter: every waiter is woken after
 // each reconnection and at least every Config.RecheckInterval, and
 // re-reads (the Store interface allows spurious wake-ups).

@@ -48,10 +48,15 @@ CREATE TABLE idem_sessions (
 );
 CREATE INDEX idem_sessions_expiry ON idem_sessions (retain_until);
 
--- Every change of a row notifies channel 'idem:<schema>' with the hex
--- SHA-256 of "<byte length of tenant>:<tenant><key>"; waiters on any
--- replica listen there. The sweeper sets idem.quiet: nobody waits on a
--- record past its retention.
+-- A change that can end a wait notifies channel 'idem:<schema>' with the
+-- hex SHA-256 of "<byte length of tenant>:<tenant><key>"; waiters on any
+-- replica listen there. Waiters only ever wait on a PENDING record, so
+-- only a change of a PENDING row (complete, fail, takeover) and a delete
+-- notify: claims do not. That matters: PostgreSQL serializes the commits
+-- of notifying transactions (one lock across the cluster, held through
+-- the WAL flush), so a notifying claim path would cap claims per second
+-- at one per fsync. The sweeper sets idem.quiet: nobody waits on a record
+-- past its retention.
 CREATE FUNCTION idem_notify() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
     r record;
@@ -59,16 +64,14 @@ BEGIN
     IF current_setting('idem.quiet', true) = 'on' THEN
         RETURN NULL;
     END IF;
-    IF TG_OP = 'DELETE' THEN
-        r := OLD;
-    ELSE
-        r := NEW;
-    END IF;
+    r := OLD; -- tenant and key never change
     PERFORM pg_notify('idem:' || TG_TABLE_SCHEMA,
         encode(sha256(convert_to(octet_length(r.tenant)::text || ':' || r.tenant || r.key, 'UTF8')), 'hex'));
     RETURN NULL;
 END
 $$;
 
-CREATE TRIGGER idem_records_notify AFTER INSERT OR UPDATE OR DELETE ON idem_records
+CREATE TRIGGER idem_records_notify_update AFTER UPDATE ON idem_records
+    FOR EACH ROW WHEN (OLD.status = 1) EXECUTE FUNCTION idem_notify();
+CREATE TRIGGER idem_records_notify_delete AFTER DELETE ON idem_records
     FOR EACH ROW EXECUTE FUNCTION idem_notify();
