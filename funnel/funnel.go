@@ -352,7 +352,7 @@ func (f *Funnel) finish(ctx context.Context, c *check, err error) (Result, error
 		return Result{}, err
 	}
 	c.res.TimingsUS["total"] = time.Since(c.start).Microseconds()
-	f.log.InfoContext(ctx, "check",
+	f.log.DebugContext(ctx, "check",
 		"key", c.key, "tool", c.req.Tool, "policy", c.pol.Name,
 		"decision", string(c.res.Decision), "stage", string(c.res.Stage),
 		"similarity", similarity(c.res.Match), "budget_exceeded", c.res.BudgetExceeded,
