@@ -30,7 +30,7 @@ package canon
 //   - a dollar, yen, pound or krone sign, or "dollars"/"bucks", without a
 //     configured currency that uses it: "$5" equals "5 dollars" (the same
 //     unknown dollar) but not "USD 5";
-//   - number words outside number fields (see quantityName): a name such
+//   - number words outside number fields (see quantityNorm): a name such
 //     as "Seven" is not the number 7;
 //   - phone numbers without a leading "+" unless a NANP region is
 //     configured (other national formats need per-country rules: see
@@ -225,7 +225,10 @@ type leafInfo struct {
 func (r *typedRules) typedForm(n *node, s *schema, li leafInfo) string {
 	switch n.kind {
 	case kBool:
-		return "bool " + n.s
+		if n.s == "true" {
+			return boolTrue
+		}
+		return boolFalse
 	case kNumber:
 		if li.typ == TypeString {
 			return ""
@@ -336,12 +339,12 @@ func (r *typedRules) asType(typ, v, name string) string {
 		if f := r.numberForm(v, true); f != "" {
 			return f
 		}
-		return r.moneyForm(v, name, typ)
+		return r.moneyForm(v, moneyName(name), typ)
 	case TypeMoney:
-		return r.moneyForm(v, name, typ)
+		return r.moneyForm(v, moneyName(name), typ)
 	case TypeBool:
 		if b, ok := parseBool(v, true); ok {
-			return "bool " + b
+			return boolForm(b)
 		}
 	case TypeEmail:
 		if e, ok := parseEmail(v); ok {
@@ -376,6 +379,7 @@ func (r *typedRules) asType(typ, v, name string) string {
 func (r *typedRules) detect(v, name string) string {
 	var sh shape
 	sh.scan(v)
+	hints := nameHints(name)
 	if sh.at {
 		if e, ok := parseEmail(v); ok {
 			return "email " + e
@@ -393,73 +397,84 @@ func (r *typedRules) detect(v, name string) string {
 			return ""
 		}
 		if b, ok := parseBool(v, false); ok {
-			return "bool " + b
+			return boolForm(b)
 		}
-		if sh.letter {
+		if sh.period {
 			if f := r.timeForm(v); f != "" {
 				return f
 			}
+		}
+		if sh.month {
 			if f := r.dateForm(v); f != "" {
 				return f
 			}
 		}
-		if quantityName(name) || moneyName(name) || sh.sign || sh.letter && hasCurrencyWord(v) {
-			if f := r.moneyForm(v, name, ""); f != "" {
+		if hints&(hintQuantity|hintMoney) != 0 || sh.sign || sh.currency {
+			if f := r.moneyForm(v, hints&hintMoney != 0, ""); f != "" {
 				return f
 			}
 		}
-		if quantityName(name) {
+		if hints&hintQuantity != 0 {
 			if n, ok := parseNumberWords(v); ok {
 				return "number " + n
 			}
 		}
 		return ""
 	}
-	if sh.plus && sh.digits >= 8 || phoneName(name) || strings.HasPrefix(v, "tel:") {
+	if sh.plus && sh.digits >= 8 || hints&hintPhone != 0 || strings.HasPrefix(v, "tel:") {
 		if p, ok := parsePhone(v, r.nanp); ok {
 			return "phone " + p
 		}
 	}
-	if sh.colon || sh.dash || sh.letter || sh.slash || sh.dot {
+	if sh.colon && sh.dash {
 		if f := r.dateTimeForm(v); f != "" {
 			return f
 		}
+	}
+	if sh.month || sh.words == 1 && (sh.dash || sh.slash || sh.dot) {
 		if f := r.dateForm(v); f != "" {
 			return f
 		}
+	}
+	if sh.colon || sh.period {
 		if f := r.timeForm(v); f != "" {
 			return f
 		}
 	}
-	if f := r.numberForm(v, quantityName(name)); f != "" {
-		if r.currency != "" && moneyName(name) {
+	if f := r.numberForm(v, hints&hintQuantity != 0); f != "" {
+		if r.currency != "" && hints&hintMoney != 0 {
 			return "money " + r.currency + " " + strings.TrimPrefix(f, "number ")
 		}
 		return f
 	}
-	if sh.sign || sh.letter {
-		return r.moneyForm(v, name, "")
+	if sh.sign || sh.currency {
+		return r.moneyForm(v, hints&hintMoney != 0, "")
 	}
 	return ""
 }
 
-// hasCurrencyWord: the value ends with a currency word ("… dollars").
-func hasCurrencyWord(v string) bool {
-	i := strings.LastIndexByte(v, ' ')
-	if i < 0 {
-		return false
+const boolTrue, boolFalse = "bool true", "bool false"
+
+func boolForm(b string) string {
+	if b == "true" {
+		return boolTrue
 	}
-	_, ok := currencyWords[strings.ToLower(v[i+1:])]
-	return ok
+	return boolFalse
 }
 
-// shape is a one-pass summary of a value that lets detect skip parsers.
+// shape is a one-pass summary of a value that lets detect skip parsers
+// (it allocates nothing: most identity values are none of the types).
 type shape struct {
 	digit, letter, at, scheme, colon, dash, slash, dot, plus, sign bool
+	month                                                          bool // a word is a month name
+	period                                                         bool // a word is a day period (am, pm, noon, evening…) or o'clock
+	currency                                                       bool // the first or last word is a currency word or ISO code
 	digits                                                         int
+	words                                                          int
 }
 
 func (sh *shape) scan(v string) {
+	sh.scanWords(v)
 	for i := 0; i < len(v); i++ {
 		c := v[i]
 		switch {
@@ -494,6 +509,30 @@ func (sh *shape) scan(v string) {
 
 // Field-name hints, read the way classify reads names (English only).
 
+type hint uint8
+
+const (
+	hintQuantity hint = 1 << iota
+	hintMoney
+	hintPhone
+)
+
+// nameHints reads a field name once for all three hints.
+func nameHints(name string) hint {
+	n := normalizeName(name)
+	var h hint
+	if quantityNorm(n) {
+		h |= hintQuantity
+	}
+	if moneyNorm(n) {
+		h |= hintMoney
+	}
+	if phoneNorm(n) {
+		h |= hintPhone
+	}
+	return h
+}
+
 var quantityNames = setOf("count", "number", "num", "qty", "quantity", "size", "seats",
 	"tickets", "nights", "days", "rooms", "adults", "children", "travelers", "travellers",
 	"passengers", "guests", "people", "persons", "riders", "length", "stay_length",
@@ -502,10 +541,9 @@ var quantityNames = setOf("count", "number", "num", "qty", "quantity", "size", "
 var quantityPrefixes = []string{"number_of_", "num_", "count_", "total_"}
 var quantitySuffixes = []string{"_count", "_size", "_number_of", "_qty", "_quantity", "_amount", "_length", "_days", "_nights"}
 
-// quantityName: a field that holds a count or an amount, where number
-// words ("two") are read as numbers.
-func quantityName(name string) bool {
-	n := normalizeName(name)
+// quantityNorm: a field (its normalized name) that holds a count or an
+// amount, where number words ("two") are read as numbers.
+func quantityNorm(n string) bool {
 	if quantityNames[n] {
 		return true
 	}
@@ -527,8 +565,9 @@ var moneyNames = setOf("amount", "price", "cost", "fare", "fee", "total", "balan
 
 // moneyName: a field that holds an amount of money, where a bare number is
 // in the tool's currency (TypedConfig.Currency).
-func moneyName(name string) bool {
-	n := normalizeName(name)
+func moneyName(name string) bool { return moneyNorm(normalizeName(name)) }
+
+func moneyNorm(n string) bool {
 	if moneyNames[n] {
 		return true
 	}
@@ -540,8 +579,7 @@ func moneyName(name string) bool {
 	return false
 }
 
-func phoneName(name string) bool {
-	n := normalizeName(name)
+func phoneNorm(n string) bool {
 	switch n {
 	case "phone", "tel", "telephone", "mobile", "cell", "fax", "phone_number", "msisdn":
 		return true
@@ -597,3 +635,64 @@ func (c *Call) UnparsedPaths() []string {
 	}
 	return out
 }
+
+// scanWords looks up each word of v (letters only, lower-cased in a stack
+// buffer) in the month, day-period and currency tables.
+func (sh *shape) scanWords(v string) {
+	var buf [16]byte
+	n, first := 0, true
+	for i := 0; i <= len(v); i++ {
+		var c byte = ' '
+		if i < len(v) {
+			c = v[i]
+		}
+		if c >= 'A' && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if c >= 'a' && c <= 'z' || c == '\'' || c == '"' {
+			if n < len(buf) {
+				buf[n] = c
+			}
+			n++
+			continue
+		}
+		if c == ' ' && i < len(v) {
+			sh.words++
+		}
+		if n > 0 && n <= len(buf) {
+			sh.word(buf[:n], first, i == len(v))
+		}
+		if n > 0 || c >= '0' && c <= '9' {
+			first = false
+		}
+		n = 0
+	}
+	sh.words++
+}
+
+// word notes what one lower-case word w says; first and last say where it
+// stands in the value.
+func (sh *shape) word(w []byte, first, last bool) {
+	if _, ok := months[string(w)]; ok {
+		sh.month = true
+	}
+	if _, ok := timeWords[string(w)]; ok {
+		sh.period = true
+	}
+	if !first && !last {
+		return
+	}
+	if _, ok := currencyWords[string(w)]; ok {
+		sh.currency = true
+	} else if len(w) == 3 {
+		up := [3]byte{w[0] - 'a' + 'A', w[1] - 'a' + 'A', w[2] - 'a' + 'A'}
+		if symbolTables().codes[string(up[:])] {
+			sh.currency = true
+		}
+	}
+}
+
+// timeWords are the words that make a time without a colon: day periods,
+// "noon", "midnight", "o'clock" (also as "7pm": the digits split it off).
+var timeWords = setOf("am", "pm", "morning", "afternoon", "evening", "night", "noon",
+	"midnight", "midday", "oclock", "o'clock", `o"clock`, "clock", "a", "p", "m")

@@ -108,7 +108,7 @@ func FuzzTypedMoney(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, v, name string) {
 		for _, r := range fuzzRules {
-			form := r.moneyForm(v, name, "")
+			form := r.moneyForm(v, moneyName(name), "")
 			if form == "" {
 				continue
 			}

@@ -155,15 +155,32 @@ func parseNumberWords(v string) (string, bool) {
 // parseBool reads true/false and yes/no in any case; with loose (a
 // boolean field) also y/n, on/off, t/f and 1/0.
 func parseBool(v string, loose bool) (string, bool) {
-	switch strings.ToLower(strings.TrimSpace(v)) {
-	case "true", "yes":
-		return "true", true
-	case "false", "no":
-		return "false", true
-	case "y", "on", "t", "1":
-		return "true", loose
-	case "n", "off", "f", "0":
-		return "false", loose
+	v = strings.TrimSpace(v)
+	if len(v) > 5 {
+		return "", false
+	}
+	for _, w := range [...]string{"true", "yes"} {
+		if strings.EqualFold(v, w) {
+			return "true", true
+		}
+	}
+	for _, w := range [...]string{"false", "no"} {
+		if strings.EqualFold(v, w) {
+			return "false", true
+		}
+	}
+	if !loose {
+		return "", false
+	}
+	for _, w := range [...]string{"y", "on", "t", "1"} {
+		if strings.EqualFold(v, w) {
+			return "true", true
+		}
+	}
+	for _, w := range [...]string{"n", "off", "f", "0"} {
+		if strings.EqualFold(v, w) {
+			return "false", true
+		}
 	}
 	return "", false
 }
@@ -172,15 +189,15 @@ func parseBool(v string, loose bool) (string, bool) {
 // the amount ("$1,630", "€12.50", "USD 1250", "1250 usd", "12.50 €"), or a
 // currency word after it ("980 bucks", "eight hundred and ten dollars").
 // A bare amount is money only in a money field of a tool with a currency
-// (typ is TypeMoney or name is a money name). The form is "money USD
+// (typ is TypeMoney or moneyField: the field has a money name). The form is "money USD
 // 1250", or for a sign several currencies share and the tool's currency
 // does not settle, "money $ 1250": equal to another "$" amount, never to a
 // coded one.
-func (r *typedRules) moneyForm(v, name, typ string) string {
+func (r *typedRules) moneyForm(v string, moneyField bool, typ string) string {
 	s := strings.TrimSpace(v)
 	cur, amount, ok := splitMoney(s)
 	if !ok {
-		if r.currency == "" || typ != TypeMoney && !moneyName(name) {
+		if r.currency == "" || typ != TypeMoney && !moneyField {
 			return ""
 		}
 		n, ok := parseDecimal(s, r.decimalComma)

@@ -351,7 +351,15 @@ type date struct{ y, m, d int }
 
 // dateForm reads v as a calendar date, or returns "".
 func (r *typedRules) dateForm(v string) string {
-	d, ok := parseDate(v, r.dateOrder)
+	var d date
+	var ok bool
+	if len(v) == 10 && v[4] == '-' && v[7] == '-' && digits(v[:4]) && digits(v[5:7]) && digits(v[8:]) {
+		// The common case, ISO 8601, without the word splitting.
+		d = date{y: atoi(v[:4]), m: atoi(v[5:7]), d: atoi(v[8:])}
+		ok = v[0] != '0' && validDate(d)
+	} else {
+		d, ok = parseDate(v, r.dateOrder)
+	}
 	if !ok {
 		return ""
 	}
@@ -506,6 +514,15 @@ func ordinalSuffix(num string) string {
 		return "rd"
 	}
 	return "th"
+}
+
+// atoi reads a short string of digits.
+func atoi(s string) int {
+	n := 0
+	for i := 0; i < len(s); i++ {
+		n = n*10 + int(s[i]-'0')
+	}
+	return n
 }
 
 func yearOf(s string) (int, bool) {
