@@ -70,6 +70,11 @@ func (s *Store) migrate(ctx context.Context) error {
 	schema := pgx.Identifier{s.cfg.Schema}.Sanitize()
 
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		// A migration (or the wait for another replica's) may outlast the
+		// statement timeout; Open's ctx bounds it instead.
+		if _, err := tx.Exec(ctx, `SET LOCAL statement_timeout = 0`); err != nil {
+			return err
+		}
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, lockKey); err != nil {
 			return err
 		}
