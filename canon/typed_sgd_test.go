@@ -293,3 +293,51 @@ func TestSGDCorrectionsThatMatch(t *testing.T) {
 		t.Log(l)
 	}
 }
+
+// TestSGDUserSpellings reports (with -v) how many of the users' own
+// spellings of dates, times, amounts and counts ("half past 11 in the
+// morning", "evening 4:45", "one thousand six hundred and twenty bucks",
+// "three") typed comparison reads, and how many of those equal the
+// executed value. The labels are noisy (a user's value may have been
+// changed before the call: "7:15 in the morning" then the 07:00 bus), so
+// nothing is asserted but that relative dates are never read.
+func TestSGDUserSpellings(t *testing.T) {
+	if testing.Short() {
+		t.Skip("reads 15,176 SGD records")
+	}
+	cfg := DefaultConfig()
+	cfg.Typed = TypedConfig{Year: "ignore", Currency: "USD"}
+	c := mustNew(t, cfg)
+	type count struct{ n, read, equal int }
+	by := map[string]*count{}
+	for _, r := range loadSGD(t) {
+		for slot, vs := range r.Inform {
+			p, ok := r.Parameters[slot]
+			k := slotKind(slot)
+			if !ok || k == "name" || len(vs) == 0 || vs[0] == p {
+				continue
+			}
+			a := mustCanon(t, c, "sgd", `{"`+slot+`":`+q(vs[0])+`}`)
+			b := mustCanon(t, c, "sgd", `{"`+slot+`":`+q(p)+`}`)
+			if by[k] == nil {
+				by[k] = &count{}
+			}
+			by[k].n++
+			if a.Fields[0].Typed != "" {
+				by[k].read++
+				if relative(vs[0]) {
+					t.Errorf("relative date %q read as %q", vs[0], a.Fields[0].Typed)
+				}
+			}
+			if a.IdentityDigest == b.IdentityDigest {
+				by[k].equal++
+			}
+		}
+	}
+	for _, k := range []string{"date", "time", "money", "number"} {
+		if x := by[k]; x != nil {
+			t.Logf("%-6s %5d user spellings unlike the executed value: %5d read (%.3f), %5d equal to it (%.3f)",
+				k, x.n, x.read, float64(x.read)/float64(x.n), x.equal, float64(x.equal)/float64(x.n))
+		}
+	}
+}
