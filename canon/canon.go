@@ -20,6 +20,11 @@
 // Classes are decided, in order, by the tool's config (path patterns), the
 // tool's JSON Schema (x-idem-class, enum/const, format, scalar type), then
 // the value heuristics documented on heuristic.
+//
+// Identity leaves enter the identity digest by their typed meaning where it
+// is certain ("evening 7:30" and "19:30" are the time 19:30): see
+// TypedConfig for the types, the rules for partial values and what is
+// deliberately left a string. The canonical bytes and the hash stay exact.
 package canon
 
 import (
