@@ -1,6 +1,13 @@
 package canon
 
-// Typed identity values.
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// TypedConfig says how a tool's identity values are compared by meaning.
+// The zero value switches typed comparison on with the strict rules.
 //
 // An identity leaf is compared by its meaning where its meaning is certain:
 // "evening 7:30" and "19:30" are the time 19:30, "$1,250.00" and "1250 USD"
@@ -48,15 +55,6 @@ package canon
 // from golang.org/x/text (ISO 3166 regions and their English names, ISO
 // 4217 currencies and their symbols); US state codes have no maintained
 // Go table, so they are written out here from USPS Publication 28.
-
-import (
-	"errors"
-	"fmt"
-	"strings"
-)
-
-// TypedConfig says how a tool's identity values are compared by meaning.
-// The zero value switches typed comparison on with the strict rules.
 type TypedConfig struct {
 	// Off switches typed comparison off: identity values enter the digest
 	// as their canonical JSON (after Normalize), as before typed values.
