@@ -264,6 +264,11 @@ func (r *typedRules) typedForm(n *node, s *schema, li leafInfo) string {
 		// A restated member may differ from the schema's spelling in case
 		// and spaces; a value that folds to no member (or to several)
 		// stays a string.
+		for _, m := range s.enumVals {
+			if m == v {
+				return "enum " + m
+			}
+		}
 		k, found := foldKey(v), ""
 		for _, m := range s.enumVals {
 			if foldKey(m) == k {
