@@ -41,6 +41,7 @@ type Config struct {
 	Log      Log           `yaml:"log"`
 	Auth     Auth          `yaml:"auth"`
 	Store    Store         `yaml:"store"`
+	Postgres Postgres      `yaml:"postgres"`
 	Ledger   Ledger        `yaml:"ledger"`
 	Embedder Embedder      `yaml:"embedder"`
 	Judge    Judge         `yaml:"judge"`
@@ -71,12 +72,33 @@ type APIKey struct {
 	SHA256 string `yaml:"sha256"`
 }
 
-// Store configures the Badger store.
+// The store backends.
+const (
+	BackendBadger   = "badger"
+	BackendPostgres = "postgres"
+)
+
+// Store chooses the ledger's store and configures Badger.
 type Store struct {
+	// Backend is badger (one process, data in data_dir) or postgres
+	// (several replicas sharing one database; see Postgres).
+	Backend string `yaml:"backend"`
 	// SyncWrites fsyncs every commit (a machine crash loses nothing
-	// acknowledged).
+	// acknowledged). Badger only.
 	SyncWrites bool          `yaml:"sync_writes"`
 	GCInterval time.Duration `yaml:"gc_interval"`
+}
+
+// Postgres configures the PostgreSQL store (store.backend: postgres).
+type Postgres struct {
+	// DSN locates the database, without the password.
+	DSN string `yaml:"dsn"`
+	// PasswordEnv names the environment variable holding the password.
+	PasswordEnv string `yaml:"password_env"`
+	// Schema holds idem's tables; idem creates and migrates it.
+	Schema           string        `yaml:"schema"`
+	PoolSize         int           `yaml:"pool_size"`
+	StatementTimeout time.Duration `yaml:"statement_timeout"`
 }
 
 // Ledger configures records.
@@ -176,11 +198,12 @@ func Default() Config {
 	cl := canon.DefaultConfig()
 	lc := funnel.DefaultConfig()
 	return Config{
-		Listen:  "127.0.0.1:8080",
-		DataDir: "./idem-data",
-		Log:     Log{Format: "text", Level: "info"},
-		Store:   Store{SyncWrites: true, GCInterval: 5 * time.Minute},
-		Ledger:  Ledger{Lease: 5 * time.Minute, Retention: 24 * time.Hour, MaxResultBytes: 1 << 20},
+		Listen:   "127.0.0.1:8080",
+		DataDir:  "./idem-data",
+		Log:      Log{Format: "text", Level: "info"},
+		Store:    Store{Backend: BackendBadger, SyncWrites: true, GCInterval: 5 * time.Minute},
+		Postgres: Postgres{Schema: "idem", PoolSize: 10, StatementTimeout: 5 * time.Second},
+		Ledger:   Ledger{Lease: 5 * time.Minute, Retention: 24 * time.Hour, MaxResultBytes: 1 << 20},
 		Embedder: Embedder{
 			Provider: ProviderBuiltin, Timeout: 10 * time.Second, CacheEntries: 100_000,
 		},
@@ -264,6 +287,24 @@ func (c *Config) Validate() error {
 	}
 	if c.Store.GCInterval <= 0 {
 		bad("store.gc_interval", "must be positive")
+	}
+	switch c.Store.Backend {
+	case BackendBadger:
+	case BackendPostgres:
+		if c.Postgres.DSN == "" {
+			bad("postgres.dsn", "required with store.backend postgres")
+		}
+		if c.Postgres.PoolSize < 1 {
+			bad("postgres.pool_size", "must be at least 1")
+		}
+		if c.Postgres.StatementTimeout < time.Millisecond {
+			bad("postgres.statement_timeout", "must be at least 1ms")
+		}
+		if c.Postgres.Schema == "" {
+			bad("postgres.schema", "empty")
+		}
+	default:
+		bad("store.backend", "%q is not badger or postgres", c.Store.Backend)
 	}
 	if c.Ledger.Lease <= 0 {
 		bad("ledger.lease", "must be positive")

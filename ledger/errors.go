@@ -28,6 +28,9 @@ var (
 	ErrConflict = errors.New("ledger: write conflict, retry")
 	// ErrCorrupt: a stored record failed its integrity check.
 	ErrCorrupt = errors.New("ledger: corrupt record")
+	// ErrUnavailable: the store cannot be reached right now (a database
+	// connection lost, a statement timed out); the caller may retry.
+	ErrUnavailable = errors.New("ledger: store unavailable")
 )
 
 // FieldError reports a bad argument and names it; it is immutable. It matches

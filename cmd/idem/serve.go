@@ -22,6 +22,7 @@ import (
 	"github.com/idem-dev/idem/judge"
 	"github.com/idem-dev/idem/ledger"
 	"github.com/idem-dev/idem/ledger/badger"
+	"github.com/idem-dev/idem/ledger/postgres"
 	"github.com/idem-dev/idem/server"
 )
 
@@ -95,7 +96,11 @@ func serve(ctx context.Context, cfg config.Config, defs []canon.Tool, log *slog.
 		closeApp()
 		return err
 	}
-	fmt.Fprintf(stdout, "idem: listening on http://%s (data in %s, embedder %s)\n", srv.Addr(), cfg.DataDir, cfg.Embedder.Provider)
+	where := "data in " + cfg.DataDir
+	if cfg.Store.Backend == config.BackendPostgres {
+		where = "ledger in PostgreSQL schema " + cfg.Postgres.Schema
+	}
+	fmt.Fprintf(stdout, "idem: listening on http://%s (%s, embedder %s)\n", srv.Addr(), where, cfg.Embedder.Provider)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve() }()
 	select {
@@ -192,7 +197,10 @@ func newLogger(c config.Log, w io.Writer) *slog.Logger {
 // app is what serve and check --local build from a config; Close
 // releases it in reverse order.
 type app struct {
-	store    *badger.Store
+	store interface {
+		ledger.Store
+		Close(context.Context) error
+	}
 	ledger   *ledger.Ledger
 	cache    *embed.Cache // nil without a cache
 	index    *index.Flat  // nil without an embedder
@@ -250,15 +258,34 @@ func buildApp(cfg config.Config, defs []canon.Tool, log *slog.Logger) (*app, err
 		}
 		jd = j
 	}
-	if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
-		return nil, fmt.Errorf("data_dir: %w", err)
-	}
-	sc := badger.DefaultConfig(cfg.DataDir)
-	sc.SyncWrites, sc.GCInterval, sc.Logger = cfg.Store.SyncWrites, cfg.Store.GCInterval, log
-	if a.store, err = badger.Open(sc); err != nil {
-		return nil, fmt.Errorf("opening the store in %s: %w", cfg.DataDir, err)
-	}
 	lc := ledger.DefaultConfig()
+	switch cfg.Store.Backend {
+	case config.BackendPostgres:
+		pc := postgres.DefaultConfig(cfg.Postgres.DSN)
+		if cfg.Postgres.PasswordEnv != "" {
+			pc.Password = os.Getenv(cfg.Postgres.PasswordEnv)
+		}
+		pc.Schema, pc.PoolSize, pc.StatementTimeout, pc.Logger = cfg.Postgres.Schema, int32(cfg.Postgres.PoolSize), cfg.Postgres.StatementTimeout, log
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		ps, err := postgres.Open(ctx, pc)
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("opening the PostgreSQL store: %w", err)
+		}
+		// Leases are timed by the database's clock, so replicas agree.
+		a.store, lc.Now = ps, ps.Now
+	default:
+		if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
+			return nil, fmt.Errorf("data_dir: %w", err)
+		}
+		sc := badger.DefaultConfig(cfg.DataDir)
+		sc.SyncWrites, sc.GCInterval, sc.Logger = cfg.Store.SyncWrites, cfg.Store.GCInterval, log
+		bs, err := badger.Open(sc)
+		if err != nil {
+			return nil, fmt.Errorf("opening the store in %s: %w", cfg.DataDir, err)
+		}
+		a.store = bs
+	}
 	lc.Lease, lc.Retention, lc.MaxResultBytes, lc.Logger = cfg.Ledger.Lease, cfg.Ledger.Retention, cfg.Ledger.MaxResultBytes, log
 	if a.ledger, err = ledger.New(a.store, lc); err != nil {
 		a.Close(context.Background())

@@ -64,7 +64,7 @@ import (
 // ErrUnavailable: the database could not be reached or did not answer in
 // time. The operation was not applied, or (for a write whose answer was
 // lost) its outcome is unknown and the error says so; the caller may retry.
-var ErrUnavailable = errors.New("ledger/postgres: database unavailable")
+var ErrUnavailable = fmt.Errorf("ledger/postgres: database unavailable: %w", ledger.ErrUnavailable)
 
 // Config configures a Store. Start from DefaultConfig. A plain value; Open
 // copies it.
