@@ -27,6 +27,20 @@ import (
 //     new, so the encoder runs on every check.
 //
 // go test -run XXX -bench CheckHTTP -benchtime 2000x ./server
+// letters spells n in letters ("b", "c", …, "ba"): a new text every time
+// without a number in it (numbers that differ hold a pair below the
+// duplicate threshold, and this case wants the semantic stage to decide).
+func letters(n int64) string {
+	s := ""
+	for {
+		s = string(rune('a'+n%26)) + s
+		n /= 26
+		if n == 0 {
+			return "ref " + s
+		}
+	}
+}
+
 func BenchmarkCheckHTTP(b *testing.B) {
 	e := start(b, options{})
 	c := plainClient(b, e.url) // no per-exchange document validation in the timed loop
@@ -57,7 +71,7 @@ func BenchmarkCheckHTTP(b *testing.B) {
 		{"semantic", client.Confirm, func() client.CheckRequest {
 			n := step.Add(1)
 			return client.CheckRequest{SessionID: "s-bench", WorkflowID: "wf", StepID: fmt.Sprint("s", n), Tool: "send_email",
-				Arguments: emailArgs("ann@example.com", fmt.Sprintf("Hi Ann, here is your March invoice, number %d. Let me know if anything is unclear.", n))}
+				Arguments: emailArgs("ann@example.com", fmt.Sprintf("Hi Ann, here is your March invoice, %s. Let me know if anything is unclear.", letters(n)))}
 		}},
 	}
 	for _, tc := range cases {
