@@ -4,9 +4,9 @@
 // caught across replicas, and nothing acknowledged lost when a replica is
 // killed.
 //
-// It needs a database (scripts/with-postgres sets IDEM_TEST_POSTGRES_DSN)
-// and an idem whose config selects the PostgreSQL store (store.backend:
-// postgres); without either it skips and says why.
+// It needs a database (scripts/with-postgres sets IDEM_TEST_POSTGRES_DSN;
+// each replica's config says store.backend: postgres); without one it skips
+// and says why.
 package replicas
 
 import (
@@ -42,8 +42,10 @@ type replica struct {
 	name string
 	url  string
 	cmd  *exec.Cmd
-	log  *syncBuffer
-	c    *client.Client
+	// exited is closed once the process has exited (and cmd.Wait returned).
+	exited chan struct{}
+	log    *syncBuffer
+	c      *client.Client
 }
 
 // syncBuffer is a bytes.Buffer safe for concurrent use.
@@ -251,7 +253,7 @@ func killed(ctx context.Context, t *testing.T, rs []*replica) {
 	if err := victim.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	_ = victim.cmd.Wait()
+	<-victim.exited
 	for i, c := range claims {
 		got, err := rs[0].c.Check(ctx, c.req)
 		if err != nil {
@@ -345,8 +347,7 @@ postgres:
 }
 
 // startReplica starts replica i and waits until it is ready; it is
-// stopped (SIGTERM, then SIGKILL) when the test ends. If the binary
-// refuses the config because it has no PostgreSQL store, the test skips.
+// stopped (SIGTERM, then SIGKILL) when the test ends.
 func startReplica(t *testing.T, bin, dir, dsn, schema string, i int) *replica {
 	t.Helper()
 	addr := freePort(t)
@@ -360,15 +361,18 @@ func startReplica(t *testing.T, bin, dir, dsn, schema string, i int) *replica {
 	if err := r.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- r.cmd.Wait() }()
+	r.exited = make(chan struct{})
+	go func() { _ = r.cmd.Wait(); close(r.exited) }() // the only Wait
 	t.Cleanup(func() {
-		if r.cmd.ProcessState == nil {
+		select {
+		case <-r.exited:
+		default:
 			_ = r.cmd.Process.Signal(syscall.SIGTERM)
 			select {
-			case <-exited:
+			case <-r.exited:
 			case <-time.After(10 * time.Second):
 				_ = r.cmd.Process.Kill()
+				<-r.exited
 			}
 		}
 		if t.Failed() {
@@ -378,11 +382,9 @@ func startReplica(t *testing.T, bin, dir, dsn, schema string, i int) *replica {
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		select {
-		case err := <-exited:
+		case <-r.exited:
+			err := r.cmd.ProcessState
 			out := r.log.String()
-			if strings.Contains(out, "backend") || strings.Contains(out, "postgres") {
-				t.Skipf("this idem has no PostgreSQL store yet (store.backend: postgres); %s said:\n%s", r.name, out)
-			}
 			t.Fatalf("%s exited before it was ready (%v):\n%s", r.name, err, out)
 		default:
 		}
