@@ -47,10 +47,14 @@ type Config struct {
 	Judge    Judge         `yaml:"judge"`
 	Budget   time.Duration `yaml:"budget"`
 	// MaxWait bounds a check's wait_ms.
-	MaxWait  time.Duration   `yaml:"max_wait"`
-	Limits   Limits          `yaml:"limits"`
-	Tools    Tools           `yaml:"tools"`
-	Policies []funnel.Policy `yaml:"policies"`
+	MaxWait time.Duration `yaml:"max_wait"`
+	Limits  Limits        `yaml:"limits"`
+	// Typed says how identity values are compared by meaning (dates,
+	// times, money, …) for every tool; tools.rules.<tool>.typed replaces
+	// it for one tool.
+	Typed    canon.TypedConfig `yaml:"typed"`
+	Tools    Tools             `yaml:"tools"`
+	Policies []funnel.Policy   `yaml:"policies"`
 }
 
 // Log configures structured logs.
@@ -172,6 +176,8 @@ type ToolRule struct {
 	// Fields maps a path pattern ("amount", "items[].note") to a rule.
 	Fields    map[string]FieldRule `yaml:"fields"`
 	Normalize canon.Normalize      `yaml:"normalize"`
+	// Typed, when set, replaces the top-level typed settings for this tool.
+	Typed *canon.TypedConfig `yaml:"typed"`
 	// ReadOnly, Destructive, Idempotent set the tool's MCP annotations
 	// (overriding the file's), for policy matching.
 	ReadOnly    *bool `yaml:"read_only"`
@@ -185,6 +191,11 @@ type FieldRule struct {
 	// heuristics decide.
 	Class     string          `yaml:"class"`
 	Normalize canon.Normalize `yaml:"normalize"`
+	// Type reads the field's identity values as one type only (date, time,
+	// money, country, us-state, …; string switches typing off for it).
+	Type string `yaml:"type"`
+	// Aliases maps an alias to what it names ("NY": "New York").
+	Aliases map[string]string `yaml:"aliases"`
 }
 
 // DefaultTenant is the tenant of every request when no keys are
@@ -392,6 +403,11 @@ func (c *Config) Validate() error {
 			bad("tools.rules."+name, "%s", strings.TrimPrefix(err.Error(), "canon: "))
 		}
 	}
+	tc := canon.DefaultConfig()
+	tc.Typed = c.Typed
+	if err := tc.Validate(); err != nil {
+		bad("typed", "%s", strings.TrimPrefix(err.Error(), "canon config: "))
+	}
 	if len(c.Policies) == 0 {
 		bad("policies", "empty: omit the key for the default policies")
 	}
@@ -444,6 +460,7 @@ func (c *Config) Canon(defs []canon.Tool) canon.Config {
 	l := c.Limits.Canon
 	cc.MaxBytes, cc.MaxDepth, cc.MaxLeaves = l.MaxBytes, l.MaxDepth, l.MaxLeaves
 	cc.MaxStringBytes, cc.MaxTextView = l.MaxStringBytes, l.MaxTextView
+	cc.Typed = c.Typed
 	cc.Tools = map[string]canon.ToolConfig{}
 	for _, d := range defs {
 		cc.Tools[d.Name] = canon.ToolConfig{Schema: d.Schema}
@@ -455,12 +472,12 @@ func (c *Config) Canon(defs []canon.Tool) canon.Config {
 }
 
 func (r ToolRule) canon(schema []byte) canon.ToolConfig {
-	tc := canon.ToolConfig{Schema: schema, Normalize: r.Normalize}
+	tc := canon.ToolConfig{Schema: schema, Normalize: r.Normalize, Typed: r.Typed}
 	if len(r.Fields) > 0 {
 		tc.Fields = make(map[string]canon.FieldRule, len(r.Fields))
 		for pat, f := range r.Fields {
 			cls, _ := canon.ParseClass(f.Class) // checked by Validate; "" is unset
-			tc.Fields[pat] = canon.FieldRule{Class: cls, Normalize: f.Normalize}
+			tc.Fields[pat] = canon.FieldRule{Class: cls, Normalize: f.Normalize, Type: f.Type, Aliases: f.Aliases}
 		}
 	}
 	return tc

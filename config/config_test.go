@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idem-dev/idem/canon"
 	"github.com/idem-dev/idem/funnel"
 )
 
@@ -198,4 +199,46 @@ func FuzzLoad(f *testing.F) {
 			t.Fatalf("round trip changed the config:\n%s\n---\n%s", out, out2)
 		}
 	})
+}
+
+// TestTypedSettingsReachCanon: the typed comparison settings of the file
+// (top level, per tool, per field) decide how identity values compare.
+func TestTypedSettingsReachCanon(t *testing.T) {
+	cfg, err := Load([]byte(`
+typed:
+  currency: USD
+tools:
+  rules:
+    book_table:
+      typed: {year: ignore, zone: ignore}
+      fields:
+        city: {aliases: {SF: San Francisco}}
+`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cn, err := canon.New(cfg.Canon(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	digest := func(tool, args string) uint64 {
+		c, err := cn.Canonicalize(tool, []byte(args))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c.IdentityDigest
+	}
+	if digest("book_table", `{"date":"2019-03-14","time":"19:30","city":"San Francisco"}`) !=
+		digest("book_table", `{"date":"March 14th","time":"evening 7:30","city":"SF"}`) {
+		t.Error("year: ignore, the city alias or the typed time did not reach the canonicalizer")
+	}
+	if digest("pay", `{"amount":"$1,250.00"}`) != digest("pay", `{"amount":"1250 USD"}`) {
+		t.Error("the top-level currency did not reach the canonicalizer")
+	}
+	if digest("book_table", `{"date":"2019-03-14","time":"19:30"}`) == digest("book_table", `{"date":"2019-03-14","time":"20:30"}`) {
+		t.Error("a different time compared equal")
+	}
+	if _, err := Load([]byte("typed:\n  year: sometimes\n"), nil); err == nil || !strings.Contains(err.Error(), "typed") {
+		t.Errorf("a bad typed setting: %v", err)
+	}
 }
