@@ -51,6 +51,11 @@ type Config struct {
 	Progress func(done, total int)
 	// Logger receives the funnel's decision lines; nil discards them.
 	Logger *slog.Logger
+	// Canon, when set, builds the canonicalizer's configuration from the
+	// set's tool definitions (cmd/idem passes the config file's: typed
+	// comparison, field rules, limits); nil uses the defaults and the
+	// tools' schemas.
+	Canon func(tools []canon.Tool) canon.Config
 }
 
 // DefaultConfig returns funnel.DefaultPolicies(), the 50 ms budget,
@@ -206,6 +211,9 @@ func NewLocal(cfg Config, enc Encoder, set *Set) (*Local, error) {
 	ccfg := canon.DefaultConfig()
 	var infos map[string]funnel.ToolInfo
 	ccfg.Tools, infos = ToolConfig(set.Tools)
+	if cfg.Canon != nil {
+		ccfg = cfg.Canon(set.Tools)
+	}
 	if l.canon, err = canon.New(ccfg); err != nil {
 		return nil, err
 	}

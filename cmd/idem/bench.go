@@ -16,6 +16,7 @@ import (
 
 	"github.com/idem-dev/idem/bench"
 	"github.com/idem-dev/idem/client"
+	"github.com/idem-dev/idem/config"
 	"github.com/idem-dev/idem/embed"
 )
 
@@ -38,7 +39,8 @@ const benchUsage = `usage: idem bench <run|calibrate|import> ...
         --server URL            replay against a running idem server (tenant from its API key)
         --api-key-env VAR       read the server's API key from environment variable VAR
         --real-time             replay at the speed of t_ms (default: virtual time)
-        --policies FILE         YAML with a policies: list (default: built-in policies)
+        --config FILE           an idem config file: its policies, typed comparison and tool rules
+        --policies FILE         YAML with a policies: list (default: built-in policies; overrides --config's)
         --budget D              the funnel's time budget (default 50ms)
         --baseline-threshold X  the baseline's cosine threshold (default 0.9)
         --json                  print report.json to stdout instead of the table
@@ -53,6 +55,7 @@ const benchUsage = `usage: idem bench <run|calibrate|import> ...
         --target-write P        precision target of write actions (default 0.99)
         --target-read P         precision target of read-only actions (default 0.95)
         --by-tool               one policy per tool with enough evidence
+        --config FILE           an idem config file to start from (policies, typed comparison, tool rules)
         --policies FILE         the policies to start from
 
   idem bench import FORMAT SRC OUT
@@ -134,6 +137,7 @@ func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
 }
 
 type commonFlags struct {
+	confFile  string
 	policies  string
 	budget    time.Duration
 	baseline  float64
@@ -145,6 +149,7 @@ type commonFlags struct {
 
 func (c *commonFlags) register(fs *flag.FlagSet) {
 	def := bench.DefaultConfig()
+	fs.StringVar(&c.confFile, "config", "", "")
 	fs.StringVar(&c.policies, "policies", "", "")
 	fs.DurationVar(&c.budget, "budget", def.Budget, "")
 	fs.Float64Var(&c.baseline, "baseline-threshold", def.BaselineThreshold, "")
@@ -157,6 +162,17 @@ func (c *commonFlags) register(fs *flag.FlagSet) {
 func (c *commonFlags) config() (bench.Config, error) {
 	cfg := bench.DefaultConfig()
 	cfg.Budget, cfg.BaselineThreshold, cfg.RealTime = c.budget, c.baseline, c.realTime
+	if c.confFile != "" {
+		data, err := os.ReadFile(c.confFile)
+		if err != nil {
+			return cfg, benchUsageError{err.Error()}
+		}
+		conf, err := config.Load(data, nil)
+		if err != nil {
+			return cfg, benchUsageError{fmt.Sprintf("%s: %v", c.confFile, err)}
+		}
+		cfg.Policies, cfg.Canon = conf.Policies, conf.Canon
+	}
 	if c.policies != "" {
 		data, err := os.ReadFile(c.policies)
 		if err != nil {

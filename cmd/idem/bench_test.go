@@ -96,3 +96,34 @@ func TestBenchUsageErrors(t *testing.T) {
 		t.Errorf("help: exit %d\n%s", code, stdout)
 	}
 }
+
+// TestBenchRunConfig: --config brings an idem config file's settings into
+// the replay: an alias for the refund's currency turns the hand-checked
+// set's one miss ("US dollars" vs "USD") into a caught duplicate.
+func TestBenchRunConfig(t *testing.T) {
+	conf := filepath.Join(t.TempDir(), "idem.yaml")
+	if err := os.WriteFile(conf, []byte("tools:\n  rules:\n    refund:\n      fields:\n        currency: {aliases: {US dollars: USD}}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := t.TempDir()
+	code, _, stderr := runBenchCmd(t, "run", "--config", conf, "--no-progress", "--out", out, "../../bench/testdata/handchecked")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	data, err := os.ReadFile(filepath.Join(out, "report.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r struct {
+		Overall struct{ TP, FP, FN, TN int } `json:"overall"`
+	}
+	if err := json.Unmarshal(data, &r); err != nil {
+		t.Fatal(err)
+	}
+	if r.Overall.TP != 9 || r.Overall.FN != 0 {
+		t.Errorf("with the alias: overall %+v, want 9 true positives and no miss", r.Overall)
+	}
+	if code, _, stderr := runBenchCmd(t, "run", "--config", conf+".missing", "../../bench/testdata/handchecked"); code != 2 || !strings.Contains(stderr, "missing") {
+		t.Errorf("a missing config: exit %d, %q", code, stderr)
+	}
+}
