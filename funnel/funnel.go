@@ -745,6 +745,7 @@ func (f *Funnel) decideCandidates(ctx, bctx context.Context, c *check, cands []c
 		}
 		if cd.score >= c.pol.DuplicateThreshold {
 			c.res.Stage = StageSemantic
+			f.noteRestated(c, &got.Record)
 			reason := fmt.Sprintf("a call of the same tool with equal identity fields and text similarity %.3f (≥ %.2f) was made in this session", cd.score, c.pol.DuplicateThreshold)
 			if len(c.windows) == 0 {
 				reason = "a call of the same tool with equal identity fields (and no text to compare) was made in this session"
@@ -760,6 +761,23 @@ func (f *Funnel) decideCandidates(ctx, bctx context.Context, c *check, cands []c
 		}
 	}
 	return false, nil
+}
+
+// noteRestated says which identity values of the call restate the earlier
+// call's in another spelling (`date: date "March 14th" = "2019-03-14"`), so
+// the answer shows why the identity gate let it through. The notes hold
+// argument values: they go to the caller, never to the log.
+func (f *Funnel) noteRestated(c *check, r *ledger.Record) {
+	if r.Identity != c.call.IdentityDigest {
+		return
+	}
+	earlier, err := f.canon.Canonicalize(r.Tool, r.Canonical)
+	if err != nil {
+		return
+	}
+	for _, line := range canon.TypedEqualities(c.call, earlier) {
+		c.note("identity restated: %s", line)
+	}
 }
 
 // contrastWith names how the call's text contradicts the earlier call's

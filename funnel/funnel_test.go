@@ -542,3 +542,25 @@ func TestPolicyMatching(t *testing.T) {
 		t.Errorf("invalid policy accepted or not named: %v", err)
 	}
 }
+
+func TestRestatedIdentityValuesAreNamed(t *testing.T) {
+	cfg := canon.DefaultConfig()
+	cfg.Typed.Year = "ignore"
+	e := newEnv(t, options{})
+	cn, err := canon.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.f.canon = cn
+	e.run(t, Request{Step: "1", Tool: "book_table", Arguments: []byte(`{"restaurant":"Sino","date":"2019-03-01","time":"19:30","party_size":2}`)}, `{"ok":true}`)
+	res := e.check(t, Request{Step: "2", Tool: "book_table", Arguments: []byte(`{"restaurant":"Sino","date":"March 1st","time":"evening 7:30","party_size":"two"}`)})
+	want(t, res, Confirm, StageSemantic)
+	notes := strings.Join(res.Notes, "\n")
+	for _, w := range []string{`"evening 7:30" = "19:30"`, `"March 1st" = "2019-03-01"`} {
+		if !strings.Contains(notes, w) {
+			t.Errorf("notes %q do not say %s", notes, w)
+		}
+	}
+	// An hour later is another booking.
+	want(t, e.check(t, Request{Step: "3", Tool: "book_table", Arguments: []byte(`{"restaurant":"Sino","date":"March 1st","time":"evening 8:30","party_size":2}`)}), Execute, StageNew)
+}
