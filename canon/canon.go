@@ -169,20 +169,22 @@ func (c *Canonicalizer) Canonicalize(tool string, args []byte) (*Call, error) {
 	if rules == nil {
 		rules = c.deflt
 	}
+	// The walker's scratch buffers come from a pool: only the canonical
+	// bytes and the fields are handed out with the Call; paths, values
+	// and the text view are copied into strings.
+	sc := scratchBufs.Get().(*scratch)
+	defer scratchBufs.Put(sc)
 	w := walker{rules: rules, maxText: c.cfg.MaxTextView}
-	// Size every buffer once from what the parse saw.
 	w.c = make([]byte, 0, len(args)+16)
 	w.fields = make([]Field, 0, leaves)
-	w.spans = make([]span, 0, leaves)
-	w.paths = make([]byte, 0, 24*leaves)
-	w.ids = make([]byte, 0, len(args)+16*leaves)
-	w.tids = make([]byte, 0, len(args)+16*leaves)
-	w.path = make([]byte, 0, 128)
-	w.pat = make([]byte, 0, 128)
-	w.text = make([]byte, 0, min(len(tool)+len(args), c.cfg.MaxTextView))
+	w.spans, w.paths, w.ids, w.tids = sc.spans[:0], sc.paths[:0], sc.ids[:0], sc.tids[:0]
+	w.path, w.pat, w.text, w.h = sc.path[:0], sc.pat[:0], sc.text[:0], sc.h[:0]
 	w.text = append(w.text, tool...)
 	w.value(&root, "", rules.schema, decided{norm: rules.norm}, false)
 	w.finishFields()
+	defer func() {
+		*sc = scratch{spans: w.spans, paths: w.paths, ids: w.ids, tids: w.tids, path: w.path, pat: w.pat, text: w.text, h: w.h}
+	}()
 
 	call := &Call{
 		Tool:          tool,
@@ -201,6 +203,14 @@ func (c *Canonicalizer) Canonicalize(tool string, args []byte) (*Call, error) {
 	call.TypedDigest = sum(tool, w.tids)
 	return call, nil
 }
+
+// scratch holds a walker's temporary buffers between calls.
+type scratch struct {
+	spans                                []span
+	paths, ids, tids, path, pat, text, h []byte
+}
+
+var scratchBufs = sync.Pool{New: func() any { return new(scratch) }}
 
 func sum(tool string, b []byte) uint64 {
 	var d xxhash.Digest
@@ -319,7 +329,7 @@ func (w *walker) enter(d decided, s *schema, name string, container bool) decide
 	if container && d.class == 0 {
 		if s != nil && s.class != 0 {
 			d.class, d.rule = s.class, "schema:x-idem-class"
-		} else if s == nil && volatileNames[normalizeName(name)] {
+		} else if s == nil && nameRulesOf(name).volatile {
 			d.class, d.rule = Ignored, "heuristic:volatile-name"
 		}
 	}

@@ -459,3 +459,38 @@ func TestParseTools(t *testing.T) {
 		}
 	}
 }
+
+// TestCallOutlivesItsInput: a Call holds nothing of the caller's buffer:
+// overwriting the arguments afterwards changes nothing in it.
+func TestCallOutlivesItsInput(t *testing.T) {
+	c := mustNew(t, DefaultConfig())
+	args := []byte(`{"to":"ann@example.com","subject":"Your invoice for May","body":"Hi Ann, your invoice is attached.","amount":"12.50","when":"March 1st","tags":["a","b"]}`)
+	call, err := c.Canonicalize("send_email", args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	canonical, view := string(call.Canonical), call.TextView()
+	fields := make([]Field, len(call.Fields))
+	for i, f := range call.Fields {
+		fields[i] = Field{Path: strings.Clone(f.Path), Class: f.Class, Rule: strings.Clone(f.Rule), Value: strings.Clone(f.Value), Typed: strings.Clone(f.Typed)}
+	}
+	for i := range args {
+		args[i] = 'X'
+	}
+	if string(call.Canonical) != canonical || call.TextView() != view {
+		t.Fatal("the call changed with its input")
+	}
+	for i, f := range call.Fields {
+		if f != fields[i] {
+			t.Errorf("field %d changed with the input: %+v, was %+v", i, f, fields[i])
+		}
+	}
+	// The name caches kept their own copies of the keys.
+	again, err := c.Canonicalize("send_email", []byte(`{"to":"bob@example.com","subject":"Hello there, Bob"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := classes(again); got["subject"] != "text heuristic:name=subject" {
+		t.Errorf("subject after the first input was overwritten: %q", got["subject"])
+	}
+}

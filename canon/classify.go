@@ -3,6 +3,8 @@ package canon
 import (
 	"fmt"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"unicode"
 	"unicode/utf8"
 )
@@ -85,8 +87,8 @@ func (c *Class) UnmarshalText(b []byte) error {
 // unless config or schema says otherwise. Config and schema override all
 // of this.
 func heuristic(name string, n *node) (Class, string) {
-	norm := normalizeName(name)
-	if volatileNames[norm] {
+	nr := nameRulesOf(name)
+	if nr.volatile {
 		return Ignored, "heuristic:volatile-name"
 	}
 	switch n.kind {
@@ -106,13 +108,11 @@ func heuristic(name string, n *node) (Class, string) {
 	if shape := strongShape(s); shape != "" {
 		return Identity, shapeRules[shape]
 	}
-	// address1, line_2: the number says which of several, not what.
-	norm = strings.TrimRight(norm, "0123456789_")
-	if rule := textName(norm); rule != "" {
-		return Text, rule
+	if nr.text != "" {
+		return Text, nr.text
 	}
-	if rule := identityName(norm); rule != "" {
-		return Identity, rule
+	if nr.identity != "" {
+		return Identity, nr.identity
 	}
 	if looksLikeCommand(s) {
 		return Identity, "heuristic:command"
@@ -131,6 +131,41 @@ func heuristic(name string, n *node) (Class, string) {
 		return Identity, "heuristic:short"
 	}
 	return Text, "heuristic:prose"
+}
+
+// nameRule is what a field name alone says to the heuristics.
+type nameRule struct {
+	volatile       bool
+	text, identity string // the rule a prose-like or identifier-like name gives, or ""
+}
+
+// nameRuleCache remembers nameRules: the same few field names come in
+// every call. It stops growing at maxCachedNames, so arbitrary keys from
+// callers cannot fill memory.
+var (
+	nameRuleCache   sync.Map // string → nameRule
+	nameRuleEntries atomic.Int64
+)
+
+const maxCachedNames = 4096
+
+func nameRulesOf(name string) nameRule {
+	if r, ok := nameRuleCache.Load(name); ok {
+		return r.(nameRule)
+	}
+	norm := normalizeName(name)
+	r := nameRule{volatile: volatileNames[norm]}
+	// address1, line_2: the number says which of several, not what.
+	norm = strings.TrimRight(norm, "0123456789_")
+	if r.text = textName(norm); r.text == "" {
+		r.identity = identityName(norm)
+	}
+	if nameRuleEntries.Load() < maxCachedNames {
+		if _, loaded := nameRuleCache.LoadOrStore(strings.Clone(name), r); !loaded { // name may point into the input
+			nameRuleEntries.Add(1)
+		}
+	}
+	return r
 }
 
 // normalizeName turns userId, user-id and USER_ID into user_id.

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
+	"sync/atomic"
 )
 
 // TypedConfig says how a tool's identity values are compared by meaning.
@@ -520,8 +522,31 @@ const (
 	hintPhone
 )
 
+// hintCache remembers the hints of field names: the same few names come
+// in every call. It stops growing at maxHintNames, so arbitrary keys from
+// callers cannot fill memory.
+var (
+	hintCache   sync.Map // string → hint
+	hintEntries atomic.Int64
+)
+
+const maxHintNames = 4096
+
 // nameHints reads a field name once for all three hints.
 func nameHints(name string) hint {
+	if h, ok := hintCache.Load(name); ok {
+		return h.(hint)
+	}
+	h := readHints(name)
+	if hintEntries.Load() < maxHintNames {
+		if _, loaded := hintCache.LoadOrStore(strings.Clone(name), h); !loaded { // name may point into the input
+			hintEntries.Add(1)
+		}
+	}
+	return h
+}
+
+func readHints(name string) hint {
 	n := normalizeName(name)
 	var h hint
 	if quantityNorm(n) {
