@@ -5,9 +5,11 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -25,6 +27,7 @@ import (
 	"github.com/idem-dev/idem/index"
 	"github.com/idem-dev/idem/ledger"
 	"github.com/idem-dev/idem/ledger/badger"
+	"github.com/idem-dev/idem/ledger/postgres"
 	"github.com/idem-dev/idem/server"
 )
 
@@ -52,6 +55,9 @@ type options struct {
 	funnel   server.Checker // replaces the real funnel (fault injection)
 	maxBody  int64
 	lease    time.Duration
+	// postgresDSN, when set, puts the ledger in PostgreSQL (a schema of
+	// its own) instead of Badger.
+	postgresDSN string
 }
 
 // env is one running server: real Badger, real encoder, real index and
@@ -71,13 +77,28 @@ func start(t testing.TB, o options) *env {
 	if dir == "" {
 		dir = t.TempDir()
 	}
-	scfg := badger.DefaultConfig(dir)
-	scfg.SyncWrites = false // speed; durability is the ledger's own test
-	store, err := badger.Open(scfg)
-	if err != nil {
-		t.Fatal(err)
+	var store interface {
+		ledger.Store
+		Close(context.Context) error
 	}
 	lcfg := ledger.DefaultConfig()
+	if o.postgresDSN != "" {
+		pcfg := postgres.DefaultConfig(o.postgresDSN)
+		pcfg.Schema = fmt.Sprintf("server_%d_%d", os.Getpid(), time.Now().UnixNano()%1_000_000_000)
+		ps, err := postgres.Open(context.Background(), pcfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		store, lcfg.Now = ps, ps.Now
+	} else {
+		scfg := badger.DefaultConfig(dir)
+		scfg.SyncWrites = false // speed; durability is the ledger's own test
+		bs, err := badger.Open(scfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		store = bs
+	}
 	if o.lease > 0 {
 		lcfg.Lease = o.lease
 	}
