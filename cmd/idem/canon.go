@@ -117,7 +117,11 @@ func runCanon(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fmt.Fprintln(stdout, "fields:")
 	tw = tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	for _, f := range call.Fields {
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", f.Path, f.Class, f.Rule, f.Value)
+		typed := ""
+		if f.Typed != "" {
+			typed = "(" + f.Typed + ")"
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", f.Path, f.Class, f.Rule, f.Value, typed)
 	}
 	tw.Flush()
 	fmt.Fprintln(stdout, "text view:")
