@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"strings"
 
 	"github.com/idem-dev/idem/canon"
 	"github.com/idem-dev/idem/funnel"
@@ -93,7 +92,7 @@ func Analyze(ctx context.Context, enc Encoder, run *Run) (*Analysis, error) {
 		a.calls[i] = call
 		want(wholeText(call))
 		if call.HasText() {
-			if windows[i], err = splitWindows(enc, call.TextView()); err != nil {
+			if windows[i], err = funnel.Windows(enc, call.TextView()); err != nil {
 				return nil, err
 			}
 			for _, w := range windows[i] {
@@ -193,41 +192,6 @@ func dot(a, b []float32) float64 {
 		s += float64(a[i]) * float64(b[i])
 	}
 	return s
-}
-
-// splitWindows splits text at word boundaries into pieces the model reads
-// whole, as the funnel does (funnel.windows): each piece holds as many
-// words as fit.
-func splitWindows(tok funnel.Tokenizer, text string) ([]string, error) {
-	limit := tok.MaxTokens()
-	whole, err := tok.Tokenize(text)
-	if err != nil {
-		return nil, err
-	}
-	if whole.Count() <= limit {
-		return []string{text}, nil
-	}
-	words := strings.Fields(text)
-	per := max(1, len(words)*limit*9/(10*whole.Count()))
-	var out []string
-	for start := 0; start < len(words); {
-		n := min(per, len(words)-start)
-		piece := strings.Join(words[start:start+n], " ")
-		for n > 1 {
-			t, err := tok.Tokenize(piece)
-			if err != nil {
-				return nil, err
-			}
-			if t.Count() <= limit {
-				break
-			}
-			n = max(1, n*3/4)
-			piece = strings.Join(words[start:start+n], " ")
-		}
-		out = append(out, piece)
-		start += n
-	}
-	return out, nil
 }
 
 // flagAt reports whether a pool event would be flagged with its policy's

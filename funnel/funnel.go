@@ -893,19 +893,27 @@ func (f *Funnel) embedText(ctx context.Context, c *check) ([][]float32, error) {
 	return v, nil
 }
 
-// windows splits text at word boundaries into pieces the model reads
-// whole. Each piece holds as many words as fit; a single word longer than
-// the model reads is a piece of its own (and is cut by the model).
+// windows splits the text view into the pieces the model reads whole
+// (Windows); without a tokenizer the view is one piece.
 func (f *Funnel) windows(text string) ([]string, error) {
 	if f.tok == nil {
 		return []string{text}, nil
 	}
-	limit := f.tok.MaxTokens()
+	return Windows(f.tok, text)
+}
+
+// Windows splits text at word boundaries into pieces of at most
+// tok.MaxTokens() tokens: each piece holds as many words as fit, and a
+// single word longer than the model reads is a piece of its own (cut by
+// the model). A text that fits is one piece. The bench harness embeds
+// texts the same way.
+func Windows(tok Tokenizer, text string) ([]string, error) {
+	limit := tok.MaxTokens()
 	fits := func(s string) (bool, error) {
-		t, err := f.tok.Tokenize(s)
+		t, err := tok.Tokenize(s)
 		return t.Count() <= limit, err
 	}
-	whole, err := f.tok.Tokenize(text)
+	whole, err := tok.Tokenize(text)
 	if err != nil {
 		return nil, err
 	}
