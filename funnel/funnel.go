@@ -454,6 +454,9 @@ func (f *Funnel) wait(ctx context.Context, c *check, key string) (ledger.Claim, 
 type candidate struct {
 	e     *entry
 	score float64
+	// got is the candidate's record, when score read it (live: it counts).
+	got     ledger.Claim
+	fetched bool
 }
 
 // sessionStages runs exact, semantic, judge and policy. It reports done
@@ -608,32 +611,46 @@ func (f *Funnel) semanticCandidates(ctx context.Context, c *check) ([]candidate,
 		}
 	}
 	s.mu.Unlock()
-	cands := f.score(ctx, c, entries, true)
+	cands, err := f.score(ctx, c, entries, true)
 	c.lap("search")
-	return cands, nil
+	return cands, err
 }
 
 // score compares the call with entries: eligibility, the identity gate and
-// the window-by-window cosine. Best first. With forJudge, an entry that
-// fails the gate only by identity values no typed rule read, with a
-// similarity in the ambiguous band or above, stays for the judge below the
-// duplicate threshold (see unparsedOnly).
-func (f *Funnel) score(ctx context.Context, c *check, entries []*entry, forJudge bool) []candidate {
+// the window-by-window cosine, with the windows read from each candidate's
+// ledger record (which also says whether its effect still counts). Best
+// first. With forJudge, an entry that fails the gate only by identity
+// values no typed rule read, with a similarity in the ambiguous band or
+// above, stays for the judge below the duplicate threshold (see
+// unparsedOnly).
+func (f *Funnel) score(ctx context.Context, c *check, entries []*entry, forJudge bool) ([]candidate, error) {
 	var cands []candidate
 	held := 0
+	judgeMaySee := forJudge && f.judge != nil && c.pol.Judge && len(c.call.UnparsedPaths()) > 0
 	for _, e := range entries {
-		if !f.eligible(c, e) || len(e.windows) == 0 || e.model != f.embedder.Name() {
+		if !f.eligible(c, e) || !e.text || e.model != f.embedder.Name() {
 			continue
 		}
-		sim := f.compare(c, c.windows, e.windows)
-		if c.pol.IdentityGate && e.identity != c.call.IdentityDigest {
-			if !forJudge || sim < c.pol.AmbiguousThreshold || !f.unparsedOnly(ctx, c, e) {
+		gated := c.pol.IdentityGate && e.identity != c.call.IdentityDigest
+		if gated && !judgeMaySee {
+			continue
+		}
+		got, ok, err := f.live(ctx, c, e.key)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			continue
+		}
+		sim := f.compare(c, c.windows, windowsOf(got.Record.Embedding, f.dim))
+		if gated {
+			if sim < c.pol.AmbiguousThreshold || !f.unparsedOnly(ctx, c, e) {
 				continue
 			}
 			sim = math.Min(sim, math.Nextafter(c.pol.DuplicateThreshold, 0))
 			held++
 		}
-		cands = append(cands, candidate{e: e, score: sim})
+		cands = append(cands, candidate{e: e, score: sim, got: got, fetched: true})
 	}
 	f.noteHeld(c, held)
 	slices.SortStableFunc(cands, func(a, b candidate) int {
@@ -645,7 +662,7 @@ func (f *Funnel) score(ctx context.Context, c *check, entries []*entry, forJudge
 		}
 		return 0
 	})
-	return cands
+	return cands, nil
 }
 
 // compare is the cosine of two text views embedded window by window: the
@@ -682,7 +699,7 @@ func (f *Funnel) identityCandidates(ctx context.Context, c *check, es []*entry, 
 	var cands, held []candidate
 	for i := len(es) - 1; i >= 0; i-- {
 		e := es[i]
-		if !f.eligible(c, e) || len(e.windows) != 0 {
+		if !f.eligible(c, e) || e.text {
 			continue
 		}
 		if e.identity == c.call.IdentityDigest {
@@ -730,9 +747,12 @@ func (f *Funnel) decideCandidates(ctx, bctx context.Context, c *check, cands []c
 		if cd.score < c.pol.AmbiguousThreshold {
 			break
 		}
-		got, ok, err := f.live(ctx, c, cd.e.key)
-		if err != nil {
-			return false, err
+		got, ok := cd.got, cd.fetched
+		if !cd.fetched {
+			var err error
+			if got, ok, err = f.live(ctx, c, cd.e.key); err != nil {
+				return false, err
+			}
 		}
 		if !ok {
 			continue
@@ -1002,7 +1022,10 @@ func (f *Funnel) late(ctx context.Context, c *check, late []*entry) (bool, error
 	var cands []candidate
 	switch {
 	case len(c.windows) > 0:
-		cands = f.score(ctx, c, late, false)
+		var err error
+		if cands, err = f.score(ctx, c, late, false); err != nil {
+			return false, err
+		}
 	case !c.call.HasText():
 		cands = f.identityCandidates(ctx, c, late, false)
 	}
@@ -1010,9 +1033,12 @@ func (f *Funnel) late(ctx context.Context, c *check, late []*entry) (bool, error
 		if cd.score < c.pol.DuplicateThreshold {
 			break
 		}
-		got, ok, err := f.live(ctx, c, cd.e.key)
-		if err != nil {
-			return false, err
+		got, ok := cd.got, cd.fetched
+		if !cd.fetched {
+			var err error
+			if got, ok, err = f.live(ctx, c, cd.e.key); err != nil {
+				return false, err
+			}
 		}
 		if ok && f.contrastWith(c, &got.Record) == "" {
 			c.res.Stage = StageSemantic
@@ -1038,8 +1064,8 @@ func (f *Funnel) granted(c *check, s *session, got *ledger.Claim) {
 	if c.pol.Semantic {
 		e := entryOf(&got.Record, f.dim)
 		s.add(e)
-		if f.index != nil {
-			f.indexAdd(c.scope, []*entry{e})
+		if f.index != nil && len(c.windows) > 0 {
+			f.indexAdd(c.scope, []index.Entry{{ID: e.key, Tag: e.tool, Seq: e.seq, Vector: c.windows[0]}})
 		}
 	}
 }
@@ -1068,15 +1094,9 @@ func (f *Funnel) takeover(ctx context.Context, c *check) error {
 	return nil
 }
 
-// indexAdd adds the first window of each entry with text to the index.
-func (f *Funnel) indexAdd(scope string, es []*entry) {
-	batch := make([]index.Entry, 0, len(es))
-	for _, e := range es {
-		if len(e.windows) > 0 && e.model == f.embedder.Name() {
-			batch = append(batch, index.Entry{ID: e.key, Tag: e.tool, Seq: e.seq, Vector: e.windows[0]})
-		}
-	}
-	if len(batch) == 0 {
+// indexAdd adds calls' first text windows to the index.
+func (f *Funnel) indexAdd(scope string, batch []index.Entry) {
+	if f.index == nil || len(batch) == 0 {
 		return
 	}
 	if err := f.index.Add(scope, batch...); err != nil {

@@ -17,10 +17,13 @@ import (
 type entry struct {
 	key, base, tool string
 	hash, identity  uint64
-	windows         [][]float32 // the text view's window embeddings; nil without text
-	model           string
-	seq             uint64
-	createdAt       int64
+	// text: the record holds an embedding of its text view (by model);
+	// the vectors themselves stay in the ledger and the index, and are read
+	// from the record when the call is compared.
+	text      bool
+	model     string
+	seq       uint64
+	createdAt int64
 }
 
 // session is the funnel's view of one (tenant, session): a cache of the
@@ -82,12 +85,21 @@ func entryOf(r *ledger.Record, dim int) *entry {
 		key: r.Key, base: baseKey(r.Key), tool: r.Tool, hash: r.Hash, identity: r.Identity,
 		model: r.EmbeddingModel, seq: r.Seq, createdAt: r.CreatedAt,
 	}
-	if dim > 0 && len(r.Embedding) >= dim && len(r.Embedding)%dim == 0 {
-		for i := 0; i < len(r.Embedding); i += dim {
-			e.windows = append(e.windows, r.Embedding[i:i+dim:i+dim])
-		}
-	}
+	e.text = len(windowsOf(r.Embedding, dim)) > 0
 	return e
+}
+
+// windowsOf splits a record's embedding into its windows of dim values;
+// nil when it holds none (or not a whole number of them).
+func windowsOf(emb []float32, dim int) [][]float32 {
+	if dim <= 0 || len(emb) < dim || len(emb)%dim != 0 {
+		return nil
+	}
+	w := make([][]float32, 0, len(emb)/dim)
+	for i := 0; i < len(emb); i += dim {
+		w = append(w, emb[i:i+dim:i+dim])
+	}
+	return w
 }
 
 // baseKey strips a sampling retry's derived suffix (#s<n> or #e<hex>).
@@ -153,14 +165,17 @@ func (f *Funnel) refresh(ctx context.Context, s *session, tenant, sess, scope st
 	}
 	s.loaded = true
 	added := make([]*entry, 0, len(recs))
+	var vecs []index.Entry
 	for i := range recs {
-		e := entryOf(&recs[i], f.dim)
+		r := &recs[i]
+		e := entryOf(r, f.dim)
 		s.add(e)
 		added = append(added, e)
+		if f.index != nil && e.text && e.model == f.embedder.Name() {
+			vecs = append(vecs, index.Entry{ID: e.key, Tag: e.tool, Seq: e.seq, Vector: r.Embedding[:f.dim]})
+		}
 	}
-	if f.index != nil && len(added) > 0 {
-		f.indexAdd(scope, added)
-	}
+	f.indexAdd(scope, vecs)
 	return added, nil
 }
 
