@@ -116,8 +116,7 @@ type Store struct {
 	seqStripes [64]seqStripe
 	seed       maphash.Seed
 
-	mu       sync.Mutex          // guards watchers
-	watchers map[string]*watcher // by record key
+	watchers ledger.Watchers // by record key
 
 	cancel    context.CancelFunc
 	done      chan struct{} // closed when the GC goroutine has returned
@@ -141,11 +140,6 @@ type seqCounter struct {
 
 // maxCachedCounters bounds each stripe's cache.
 const maxCachedCounters = 1024
-
-type watcher struct {
-	ch chan struct{}
-	n  int // Watch calls not yet stopped
-}
 
 var _ ledger.Store = (*Store)(nil)
 
@@ -177,10 +171,9 @@ func Open(cfg Config) (*Store, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Store{
 		db: db, cfg: cfg, log: log,
-		seed:     maphash.MakeSeed(),
-		watchers: make(map[string]*watcher),
-		cancel:   cancel,
-		done:     make(chan struct{}),
+		seed:   maphash.MakeSeed(),
+		cancel: cancel,
+		done:   make(chan struct{}),
 	}
 	for i := range s.seqStripes {
 		s.seqStripes[i].cache = make(map[string]seqCounter)
@@ -563,37 +556,11 @@ func (s *Store) ListWorkflow(ctx context.Context, tenant, workflow string) ([]le
 
 // Watch implements ledger.Store.
 func (s *Store) Watch(tenant, key string) (<-chan struct{}, func()) {
-	wk := string(recordKey(tenant, key))
-	s.mu.Lock()
-	w := s.watchers[wk]
-	if w == nil {
-		w = &watcher{ch: make(chan struct{})}
-		s.watchers[wk] = w
-	}
-	w.n++
-	s.mu.Unlock()
-	var once sync.Once
-	return w.ch, func() {
-		once.Do(func() {
-			s.mu.Lock()
-			defer s.mu.Unlock()
-			w.n--
-			if w.n == 0 && s.watchers[wk] == w {
-				delete(s.watchers, wk)
-			}
-		})
-	}
+	return s.watchers.Watch(string(recordKey(tenant, key)))
 }
 
 // notify wakes the watchers of record key rk.
-func (s *Store) notify(rk []byte) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if w := s.watchers[string(rk)]; w != nil {
-		close(w.ch)
-		delete(s.watchers, string(rk))
-	}
-}
+func (s *Store) notify(rk []byte) { s.watchers.Wake(string(rk)) }
 
 // translate maps Badger's errors to the ledger's at the boundary.
 func translate(err error) error {

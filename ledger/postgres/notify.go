@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -37,47 +36,14 @@ func notifyKey(tenant, key string) string {
 // notification keeps them from queueing on PostgreSQL's notify lock (see
 // migrations/0001_init.sql).
 func (s *Store) Watch(tenant, key string) (<-chan struct{}, func()) {
-	wk := notifyKey(tenant, key)
-	s.mu.Lock()
-	w := s.watchers[wk]
-	if w == nil {
-		w = &watcher{ch: make(chan struct{})}
-		s.watchers[wk] = w
-	}
-	w.n++
-	s.mu.Unlock()
-	var once sync.Once
-	return w.ch, func() {
-		once.Do(func() {
-			s.mu.Lock()
-			defer s.mu.Unlock()
-			w.n--
-			if w.n == 0 && s.watchers[wk] == w {
-				delete(s.watchers, wk)
-			}
-		})
-	}
+	return s.watchers.Watch(notifyKey(tenant, key))
 }
 
 // wake releases the watchers of notifyKey wk.
-func (s *Store) wake(wk string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if w := s.watchers[wk]; w != nil {
-		close(w.ch)
-		delete(s.watchers, wk)
-	}
-}
+func (s *Store) wake(wk string) { s.watchers.Wake(wk) }
 
 // wakeAll releases every watcher: they re-read what they wait on.
-func (s *Store) wakeAll() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for wk, w := range s.watchers {
-		close(w.ch)
-		delete(s.watchers, wk)
-	}
-}
+func (s *Store) wakeAll() { s.watchers.WakeAll() }
 
 // listenLoop keeps one connection listening on the store's channel until
 // ctx ends, reconnecting with backoff. Whenever notifications may have

@@ -163,8 +163,7 @@ type Store struct {
 	log     *slog.Logger
 	channel string // the NOTIFY channel of cfg.Schema
 
-	mu       sync.Mutex          // guards watchers
-	watchers map[string]*watcher // by notifyKey
+	watchers ledger.Watchers // by notifyKey
 
 	clockMu sync.RWMutex // guards clockBase and clockDB
 	// clockBase is a local reading (with its monotonic clock) taken when
@@ -176,11 +175,6 @@ type Store struct {
 	cancel    context.CancelFunc
 	wg        sync.WaitGroup // the listener and the sweeper
 	closeOnce sync.Once
-}
-
-type watcher struct {
-	ch chan struct{}
-	n  int // Watch calls not yet stopped
 }
 
 var _ ledger.Store = (*Store)(nil)
@@ -217,8 +211,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 
 	s := &Store{
 		cfg: cfg, log: log,
-		channel:  "idem:" + cfg.Schema,
-		watchers: make(map[string]*watcher),
+		channel: "idem:" + cfg.Schema,
 	}
 	if s.pool, err = pgxpool.NewWithConfig(ctx, pc); err != nil {
 		return nil, s.fail("open", err)
