@@ -29,7 +29,7 @@ func abs(x int) int {
 // with -cpu 1 for the single-core figure.
 func BenchmarkUSE(b *testing.B) {
 	cases := loadReference(b)
-	u := sharedUSE(b)
+	u := testEncoder(b)
 	ctx := context.Background()
 	for _, n := range []int{8, 16, 32, 128} {
 		text, got := textWithTokens(b, cases, n)
@@ -49,7 +49,7 @@ func BenchmarkUSE(b *testing.B) {
 // BenchmarkUSEBatch64 measures a batch of 64 reference texts on all cores.
 func BenchmarkUSEBatch64(b *testing.B) {
 	cases := loadReference(b)
-	u := sharedUSE(b)
+	u := testEncoder(b)
 	texts := make([]string, 64)
 	tokens := 0
 	for i := range texts {

@@ -246,7 +246,7 @@ func TestCacheLeaderCanceled(t *testing.T) {
 }
 
 func TestCacheWithUSE(t *testing.T) {
-	u := sharedUSE(t)
+	u := testEncoder(t)
 	c, err := NewCache(u, DefaultCacheConfig())
 	if err != nil {
 		t.Fatal(err)

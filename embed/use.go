@@ -219,3 +219,10 @@ func (u *USE) EmbedTokens(ctx context.Context, seqs [][]int) ([][]float32, error
 func isBlank(s string) bool {
 	return strings.TrimFunc(s, unicode.IsSpace) == ""
 }
+
+var sharedUSE = sync.OnceValues(func() (*USE, error) { return NewUSE(DefaultUSEConfig()) })
+
+// SharedUSE returns one built-in encoder per process, loaded with the
+// default configuration on first use. A USE is safe for concurrent use, so
+// whatever needs one in a process (tests above all) can share it.
+func SharedUSE() (*USE, error) { return sharedUSE() }

@@ -41,19 +41,13 @@ func loadReference(t testing.TB) []referenceCase {
 	return ref.Cases
 }
 
-var (
-	testUSEOnce sync.Once
-	testUSE     *USE
-	testUSEErr  error
-)
-
-func sharedUSE(t testing.TB) *USE {
+func testEncoder(t testing.TB) *USE {
 	t.Helper()
-	testUSEOnce.Do(func() { testUSE, testUSEErr = NewUSE(DefaultUSEConfig()) })
-	if testUSEErr != nil {
-		t.Fatal(testUSEErr)
+	u, err := SharedUSE()
+	if err != nil {
+		t.Fatal(err)
 	}
-	return testUSE
+	return u
 }
 
 // TestUSEParity checks every reference case: identical token ids and an
@@ -61,7 +55,7 @@ func sharedUSE(t testing.TB) *USE {
 // Texts are identified by index only in failures.
 func TestUSEParity(t *testing.T) {
 	cases := loadReference(t)
-	u := sharedUSE(t)
+	u := testEncoder(t)
 	texts := make([]string, len(cases))
 	for i, c := range cases {
 		texts[i] = c.Text
@@ -105,7 +99,7 @@ func head(ids []int) []int {
 }
 
 func TestUSEEmptyText(t *testing.T) {
-	u := sharedUSE(t)
+	u := testEncoder(t)
 	for _, text := range []string{"", " ", "\t\n ", "\u00a0\u3000"} {
 		if _, err := u.Embed(context.Background(), []string{"fine", text}); !errors.Is(err, ErrEmptyText) {
 			t.Errorf("Embed(%q) error = %v, want ErrEmptyText", text, err)
@@ -126,7 +120,7 @@ func FuzzTokenize(f *testing.F) {
 	for _, s := range []string{"hello world", "", " ", "café", "\xff\xfe", "東京タワー", "a\u0000b", "😀😀 :) ://", strings.Repeat("x ", 300), "\u2581\u2581"} {
 		f.Add(s)
 	}
-	u := sharedUSE(f)
+	u := testEncoder(f)
 	f.Fuzz(func(t *testing.T, s string) {
 		tk, err := u.Tokenize(s)
 		if err != nil {
@@ -157,7 +151,7 @@ func FuzzTokenize(f *testing.F) {
 }
 
 func TestUSEClippingAndWindows(t *testing.T) {
-	u := sharedUSE(t)
+	u := testEncoder(t)
 	ctx := context.Background()
 	// 140 words: the differing last word lies past the model's 128 tokens.
 	base := strings.Repeat("word ", 139)
@@ -237,7 +231,7 @@ func TestWindows(t *testing.T) {
 // checks that results do not depend on batching or concurrency.
 func TestUSEConcurrent(t *testing.T) {
 	cases := loadReference(t)[:24]
-	u := sharedUSE(t)
+	u := testEncoder(t)
 	ctx := context.Background()
 	texts := make([]string, len(cases))
 	for i, c := range cases {
@@ -271,7 +265,7 @@ func TestUSEConcurrent(t *testing.T) {
 }
 
 func TestUSECanceled(t *testing.T) {
-	u := sharedUSE(t)
+	u := testEncoder(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	if _, err := u.Embed(ctx, []string{"one", "two", "three"}); !errors.Is(err, context.Canceled) {
@@ -285,7 +279,7 @@ func TestUSEConfig(t *testing.T) {
 	if _, err := NewUSE(cfg); !errors.Is(err, ErrConfig) {
 		t.Fatalf("NewUSE with Workers -1: %v, want ErrConfig", err)
 	}
-	u := sharedUSE(t)
+	u := testEncoder(t)
 	if u.Dim() != 512 || u.Name() == "" || u.MaxTokens() != 128 {
 		t.Fatalf("Dim %d Name %q MaxTokens %d", u.Dim(), u.Name(), u.MaxTokens())
 	}

@@ -21,20 +21,14 @@ import (
 	"github.com/idem-dev/idem/ledger/badger"
 )
 
-// The built-in encoder is loaded once per test binary.
-var (
-	useOnce sync.Once
-	useEnc  *embed.USE
-	useErr  error
-)
-
+// encoder is the built-in encoder, loaded once per test binary.
 func encoder(t testing.TB) *embed.USE {
 	t.Helper()
-	useOnce.Do(func() { useEnc, useErr = embed.NewUSE(embed.DefaultUSEConfig()) })
-	if useErr != nil {
-		t.Fatalf("loading the built-in encoder: %v", useErr)
+	u, err := embed.SharedUSE()
+	if err != nil {
+		t.Fatalf("loading the built-in encoder: %v", err)
 	}
-	return useEnc
+	return u
 }
 
 // clock is a settable clock for leases.
