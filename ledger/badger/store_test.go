@@ -150,60 +150,8 @@ func TestExpiresAtRoundsUp(t *testing.T) {
 // writes are off here: the race is decided by Badger's conflict detection,
 // which sync does not change, and fsyncs would only make the test slow.
 func TestRace(t *testing.T) {
-	const goroutines, nkeys = 64, 1000
 	s := openStore(t, t.TempDir(), false)
-	l := newLedger(t, s, nil)
-	ctx := t.Context()
-	winners := make([]int32, nkeys) // goroutine id+1 of each key's winner
-	var mu sync.Mutex               // guards winners
-	type loss struct {
-		key, attempt int
-		outcome      ledger.Outcome
-	}
-	losses := make([][]loss, goroutines)
-	var wg sync.WaitGroup
-	for g := range goroutines {
-		wg.Go(func() {
-			for i := range nkeys {
-				k := (i + g*7) % nkeys // overlapping but not lock-step orders
-				c, err := l.Claim(ctx, ledger.ClaimRequest{
-					Tenant: "t", Key: fmt.Sprintf("key-%04d", k), Session: fmt.Sprint("s", k%8), Attempt: g + 1,
-				})
-				if err != nil {
-					t.Errorf("Claim: %v", err)
-					return
-				}
-				if c.Outcome == ledger.Claimed {
-					mu.Lock()
-					if winners[k] != 0 {
-						t.Errorf("key %d won by %d and %d", k, winners[k], g+1)
-					}
-					winners[k] = int32(g + 1)
-					mu.Unlock()
-					continue
-				}
-				losses[g] = append(losses[g], loss{k, c.Record.Attempt, c.Outcome})
-			}
-		})
-	}
-	wg.Wait()
-	nloss := 0
-	for _, ls := range losses {
-		for _, x := range ls {
-			nloss++
-			if x.outcome != ledger.InProgress || int32(x.attempt) != winners[x.key] {
-				t.Fatalf("key %d: loser told %v by attempt %d, winner was %d", x.key, x.outcome, x.attempt, winners[x.key])
-			}
-		}
-	}
-	for k, w := range winners {
-		if w == 0 {
-			t.Fatalf("key %d has no winner", k)
-		}
-	}
-	if nloss != goroutines*nkeys-nkeys {
-		t.Fatalf("%d losses, want %d", nloss, goroutines*nkeys-nkeys)
-	}
+	ledgertest.Race(t, []*ledger.Ledger{newLedger(t, s, nil)}, 64, 1000)
 }
 
 // TestCorruptRecordIsReported: a damaged value reads as ledger.ErrCorrupt,

@@ -24,76 +24,9 @@ func TestConformance(t *testing.T) {
 // every loser is told the winner's state, and each session's numbers are
 // unique.
 func TestRace(t *testing.T) {
-	const goroutines, nkeys = 32, 200
 	schema := newSchema(t)
 	stores := []*Store{openStore(t, schema, nil), openStore(t, schema, nil)}
-	ledgers := []*ledger.Ledger{newLedger(t, stores[0], nil), newLedger(t, stores[1], nil)}
-	ctx := t.Context()
-	winners := make([]int32, nkeys) // goroutine id+1 of each key's winner
-	var mu sync.Mutex               // guards winners
-	type loss struct {
-		key, attempt int
-		outcome      ledger.Outcome
-	}
-	losses := make([][]loss, goroutines)
-	var wg sync.WaitGroup
-	for g := range goroutines {
-		wg.Go(func() {
-			l := ledgers[g%2]
-			for i := range nkeys {
-				k := (i + g*7) % nkeys // overlapping but not lock-step orders
-				c, err := l.Claim(ctx, ledger.ClaimRequest{
-					Tenant: "t", Key: fmt.Sprintf("key-%04d", k), Session: fmt.Sprint("s", k%8), Attempt: g + 1,
-				})
-				if err != nil {
-					t.Errorf("Claim: %v", err)
-					return
-				}
-				if c.Outcome == ledger.Claimed {
-					mu.Lock()
-					if winners[k] != 0 {
-						t.Errorf("key %d won by %d and %d", k, winners[k], g+1)
-					}
-					winners[k] = int32(g + 1)
-					mu.Unlock()
-					continue
-				}
-				losses[g] = append(losses[g], loss{k, c.Record.Attempt, c.Outcome})
-			}
-		})
-	}
-	wg.Wait()
-	nloss := 0
-	for _, ls := range losses {
-		for _, x := range ls {
-			nloss++
-			if x.outcome != ledger.InProgress || int32(x.attempt) != winners[x.key] {
-				t.Fatalf("key %d: loser told %v by attempt %d, winner was %d", x.key, x.outcome, x.attempt, winners[x.key])
-			}
-		}
-	}
-	for k, w := range winners {
-		if w == 0 {
-			t.Fatalf("key %d has no winner", k)
-		}
-	}
-	if nloss != goroutines*nkeys-nkeys {
-		t.Fatalf("%d losses, want %d", nloss, goroutines*nkeys-nkeys)
-	}
-	total := 0
-	for s := range 8 {
-		recs, err := ledgers[0].Session(ctx, "t", fmt.Sprint("s", s), 0, 0)
-		mustf(t, err, "session s%d", s)
-		for i := 1; i < len(recs); i++ {
-			if recs[i].Seq <= recs[i-1].Seq {
-				t.Fatalf("session s%d: seq %d after %d", s, recs[i].Seq, recs[i-1].Seq)
-			}
-		}
-		total += len(recs)
-	}
-	if total != nkeys {
-		t.Fatalf("sessions list %d records, want %d", total, nkeys)
-	}
+	ledgertest.Race(t, []*ledger.Ledger{newLedger(t, stores[0], nil), newLedger(t, stores[1], nil)}, 32, 200)
 }
 
 // TestReplicas: three stores on one schema stand for three idem replicas.
