@@ -26,7 +26,7 @@ type fake struct {
 func (f *fake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
 	if r.Header.Get("Content-Type") != "application/json" {
-		http.Error(w, "content type", 415)
+		http.Error(w, "content type", http.StatusUnsupportedMediaType)
 		return
 	}
 	switch r.URL.Path {

@@ -214,15 +214,6 @@ func (e *env) raw(method, path, contentType, key string, body []byte) (int, http
 	return resp.StatusCode, resp.Header, b
 }
 
-func (e *env) postJSON(path, key string, v any) (int, http.Header, []byte) {
-	e.t.Helper()
-	b, err := json.Marshal(v)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	return e.raw("POST", path, "application/json", key, b)
-}
-
 // problem decodes a problem document.
 func problem(t testing.TB, body []byte) server.Problem {
 	t.Helper()

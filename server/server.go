@@ -147,7 +147,7 @@ func (c Config) Validate() error {
 	}
 	for h, t := range c.Keys {
 		if t == "" {
-			errs = append(errs, fmt.Errorf("Keys[%x]: empty tenant", h[:4]))
+			errs = append(errs, fmt.Errorf("keys[%x]: empty tenant", h[:4]))
 		}
 	}
 	if len(errs) > 0 {
