@@ -699,13 +699,18 @@ func (s *scope) search(d int, tag string, q []float32, inv float32, k int) []Hit
 		return nil
 	}
 	var hits []Hit
+	// floor is the k-th best score so far (-Inf until hits holds k): a row
+	// scoring below it cannot enter, and most rows are refused by this one
+	// comparison with a local.
+	floor := float32(math.Inf(-1))
+	vecs := s.vecs[:len(s.tags)*d]
 	for i, rt := range s.tags {
 		if rt != t {
 			continue
 		}
-		score := vek32.Dot(q, s.vecs[i*d:(i+1)*d]) * inv
-		if len(hits) == k && score < hits[k-1].Score {
-			continue // the common case once hits is full
+		score := vek32.Dot(q, vecs[i*d:i*d+d]) * inv
+		if score < floor {
+			continue
 		}
 		h := Hit{ID: s.ids[i], Score: score, Seq: s.seqs[i]}
 		if len(hits) == k && !before(h, hits[k-1]) {
@@ -724,6 +729,9 @@ func (s *scope) search(d int, tag string, q []float32, inv float32, k int) []Hit
 			hits[j] = hits[j-1]
 		}
 		hits[j] = h
+		if len(hits) == k {
+			floor = hits[k-1].Score // one equal to it may still enter: ties go to the lower Seq
+		}
 	}
 	return hits
 }
