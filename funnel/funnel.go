@@ -259,7 +259,6 @@ type check struct {
 	windows  [][]float32 // the call's text embedding, once computed
 	seen     int         // how many session entries the semantic stages saw
 	mark     time.Time
-	prev     *ledger.Record // a failed transient record the claim replaces
 }
 
 func (c *check) lap(stage string) {
@@ -396,6 +395,9 @@ func (f *Funnel) keyStage(ctx context.Context, c *check) (bool, error) {
 	}
 	if got.Outcome == ledger.InProgress && c.req.Wait > 0 {
 		got, err = f.wait(ctx, c, c.key)
+		if errors.Is(err, ledger.ErrNotFound) {
+			return false, nil // forgotten while we waited: the call may run
+		}
 		if err != nil {
 			return false, err
 		}
@@ -426,8 +428,6 @@ func (f *Funnel) decideKey(ctx context.Context, c *check, got ledger.Claim) (boo
 		c.res.Decision, c.res.Match = Uncertain, matchOf(r, 1)
 		c.res.Reason = "this key's execution lost its lease without a result: the effect may have happened"
 	case ledger.Retryable:
-		prev := got.Record
-		c.prev = &prev
 		c.note("the previous execution under this key failed transiently; it runs again")
 		return false, nil
 	default:

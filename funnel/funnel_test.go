@@ -558,3 +558,17 @@ func TestRestatedIdentityValuesAreNamed(t *testing.T) {
 	// An hour later is another booking.
 	want(t, e.check(t, Request{Step: "3", Tool: "book_table", Arguments: []byte(`{"restaurant":"Sino","date":"March 1st","time":"evening 8:30","party_size":2}`)}), Execute, StageNew)
 }
+
+func TestForgottenWhileWaitingExecutes(t *testing.T) {
+	e := newEnv(t, options{})
+	first := e.check(t, Request{Step: "1", Tool: "send_email", Arguments: []byte(invoice)})
+	go func() {
+		time.Sleep(20 * time.Millisecond)
+		e.ledger.Forget(context.Background(), "acme", first.Key)
+	}()
+	res := e.check(t, Request{Step: "1", Tool: "send_email", Arguments: []byte(invoice), Wait: 10 * time.Second})
+	want(t, res, Execute, StageNew)
+	if res.Token == first.Token {
+		t.Error("the new claim reused the forgotten claim's token")
+	}
+}
