@@ -475,6 +475,9 @@ func (f *Funnel) sessionStages(ctx context.Context, c *check) (bool, error) {
 	if err != nil {
 		return false, err
 	}
+	// Calls claimed in this session after this point are compared under
+	// the lock that the claim takes (see claim and late).
+	c.seen = seen
 	c.lap("refresh")
 
 	if done, err := f.exactStage(ctx, c, exact); err != nil || done {
@@ -499,14 +502,7 @@ func (f *Funnel) sessionStages(ctx context.Context, c *check) (bool, error) {
 	} else {
 		cands = f.identityCandidates(bctx, c, noText, true)
 	}
-	done, err := f.decideCandidates(ctx, bctx, c, cands)
-	if err != nil || done {
-		return done, err
-	}
-	// Calls claimed in this session while this check ran are compared
-	// under the lock that the claim takes (see claim).
-	c.seen = seen
-	return false, nil
+	return f.decideCandidates(ctx, bctx, c, cands)
 }
 
 // exactStage looks for the same tool and canonical hash.
