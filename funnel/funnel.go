@@ -257,7 +257,7 @@ type check struct {
 	deadline time.Time
 	res      Result
 	windows  [][]float32 // the call's text embedding, once computed
-	seen     int         // how many session entries the semantic stages saw
+	seenSeq  uint64      // the session's newest Seq when the semantic stages looked
 	mark     time.Time
 }
 
@@ -465,7 +465,7 @@ func (f *Funnel) sessionStages(ctx context.Context, c *check) (bool, error) {
 	s := f.sessions.get(c.scope)
 	s.mu.Lock()
 	_, err := f.refresh(ctx, s, c.req.Tenant, c.req.Session, c.scope)
-	seen := len(s.order)
+	seen := s.lastSeq
 	exact := slices.Clone(s.byHash[c.call.Hash])
 	var noText []*entry
 	if !c.call.HasText() {
@@ -477,7 +477,7 @@ func (f *Funnel) sessionStages(ctx context.Context, c *check) (bool, error) {
 	}
 	// Calls claimed in this session after this point are compared under
 	// the lock that the claim takes (see claim and late).
-	c.seen = seen
+	c.seenSeq = seen
 	c.lap("refresh")
 
 	if done, err := f.exactStage(ctx, c, exact); err != nil || done {
@@ -973,7 +973,7 @@ func (f *Funnel) claim(ctx context.Context, c *check) error {
 		if _, err := f.refresh(ctx, s, c.req.Tenant, c.req.Session, c.scope); err != nil {
 			return err
 		}
-		if late := s.since(c.seen); len(late) > 0 && c.res.Match == nil {
+		if late := s.since(c.seenSeq); len(late) > 0 && c.res.Match == nil {
 			if done, err := f.late(ctx, c, late); err != nil || done {
 				return err
 			}

@@ -34,7 +34,7 @@ type session struct {
 	// session in this process always see each other's claims.
 	mu      sync.Mutex
 	loaded  bool
-	lastSeq uint64
+	lastSeq uint64 // the newest Seq the ledger's listing brought
 	byKey   map[string]*entry
 	byHash  map[uint64][]*entry
 	byTool  map[string][]*entry
@@ -57,9 +57,6 @@ func (s *session) add(e *entry) {
 	s.byHash[e.hash] = append(s.byHash[e.hash], e)
 	s.byTool[e.tool] = append(s.byTool[e.tool], e)
 	s.order = append(s.order, e)
-	if e.seq > s.lastSeq {
-		s.lastSeq = e.seq
-	}
 }
 
 func without(es []*entry, e *entry) []*entry {
@@ -71,12 +68,14 @@ func without(es []*entry, e *entry) []*entry {
 	return es
 }
 
-// since returns the entries that arrived after the first n of s.order.
-func (s *session) since(n int) []*entry {
-	if n >= len(s.order) {
-		return nil
+// since returns the entries that arrived after Seq seq (s.order is in
+// arrival order, so they are at its end).
+func (s *session) since(seq uint64) []*entry {
+	i := len(s.order)
+	for i > 0 && s.order[i-1].seq > seq {
+		i--
 	}
-	return s.order[n:]
+	return s.order[i:]
 }
 
 // entryOf turns a ledger record into a session entry.
@@ -170,6 +169,10 @@ func (f *Funnel) refresh(ctx context.Context, s *session, tenant, sess, scope st
 		r := &recs[i]
 		e := entryOf(r, f.dim)
 		s.add(e)
+		// Only the listing moves lastSeq: a claim of this process may
+		// commit after another replica's, and the listing must still
+		// bring that one.
+		s.lastSeq = max(s.lastSeq, r.Seq)
 		added = append(added, e)
 		if f.index != nil && e.text && e.model == f.embedder.Name() {
 			vecs = append(vecs, index.Entry{ID: e.key, Tag: e.tool, Seq: e.seq, Vector: r.Embedding[:f.dim]})
