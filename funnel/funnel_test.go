@@ -572,3 +572,40 @@ func TestForgottenWhileWaitingExecutes(t *testing.T) {
 		t.Error("the new claim reused the forgotten claim's token")
 	}
 }
+
+// interposer claims another call through the same ledger just before the
+// funnel's own claim: another replica's claim committing between this
+// replica's look at the session and its claim.
+type interposer struct {
+	*ledger.Ledger
+	once  sync.Once
+	other ledger.ClaimRequest
+}
+
+func (l *interposer) Claim(ctx context.Context, req ledger.ClaimRequest) (ledger.Claim, error) {
+	l.once.Do(func() {
+		if _, err := l.Ledger.Claim(ctx, l.other); err != nil {
+			panic(err)
+		}
+	})
+	return l.Ledger.Claim(ctx, req)
+}
+
+func TestClaimOfAnotherReplicaIsNotHidden(t *testing.T) {
+	e := newEnv(t, options{})
+	charge := []byte(`{"card":"tok_1","amount":50}`)
+	call, err := e.f.canon.Canonicalize("charge", charge)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ip := &interposer{Ledger: e.ledger, other: ledger.ClaimRequest{
+		Tenant: "acme", Key: "wf:other:charge", Session: "s1", Workflow: "wf", Step: "other", Tool: "charge",
+		Canonical: call.Canonical, Hash: call.Hash, Identity: call.IdentityDigest,
+	}}
+	e.f.ledger = ip
+	// This replica claims a refund; the other replica's charge commits
+	// just before, with the lower Seq.
+	want(t, e.check(t, Request{Step: "1", Tool: "refund", Arguments: []byte(`{"order_id":"O1"}`)}), Execute, StageNew)
+	// The same charge, asked on this replica, is the other's in progress.
+	want(t, e.check(t, Request{Step: "2", Tool: "charge", Arguments: charge}), InProgress, StageExact)
+}
