@@ -402,11 +402,14 @@ func (f *Funnel) keyStage(ctx context.Context, c *check) (bool, error) {
 			return false, err
 		}
 	}
-	return f.decideKey(ctx, c, got)
+	return f.decideKey(ctx, c, got, true)
 }
 
-// decideKey turns what the key holds into a decision.
-func (f *Funnel) decideKey(ctx context.Context, c *check, got ledger.Claim) (bool, error) {
+// decideKey turns what the key holds into a decision. With takeover, an
+// uncertain record the request asked to take over is claimed anew; the
+// claim paths pass false (they hold the session's lock, which a takeover
+// takes, and a lost race is answered as it stands).
+func (f *Funnel) decideKey(ctx context.Context, c *check, got ledger.Claim, takeover bool) (bool, error) {
 	r := &got.Record
 	if got.Outcome != ledger.Retryable {
 		c.res.Stage = StageKey
@@ -422,7 +425,7 @@ func (f *Funnel) decideKey(ctx context.Context, c *check, got ledger.Claim) (boo
 		c.res.Decision, c.res.Match = InProgress, matchOf(r, 1)
 		c.res.Reason = "this key is being executed right now"
 	case ledger.Uncertain:
-		if c.req.Takeover {
+		if c.req.Takeover && takeover {
 			return true, f.takeover(ctx, c)
 		}
 		c.res.Decision, c.res.Match = Uncertain, matchOf(r, 1)
@@ -997,7 +1000,7 @@ func (f *Funnel) claim(ctx context.Context, c *check) error {
 	}
 	if got.Outcome != ledger.Claimed {
 		// Another check of this key won the race.
-		_, err := f.decideKey(ctx, c, got)
+		_, err := f.decideKey(ctx, c, got, false)
 		return err
 	}
 	f.granted(c, s, &got)
@@ -1078,7 +1081,7 @@ func (f *Funnel) takeover(ctx context.Context, c *check) error {
 		return err
 	}
 	if got.Outcome != ledger.Claimed {
-		_, err := f.decideKey(ctx, c, got)
+		_, err := f.decideKey(ctx, c, got, false)
 		return err
 	}
 	c.res.Stage = StageKey
