@@ -258,6 +258,7 @@ type check struct {
 	res      Result
 	windows  [][]float32 // the call's text embedding, once computed
 	seenSeq  uint64      // the session's newest Seq when the semantic stages looked
+	locked   bool        // the session's lock is held (claim's late look): no waiting, no claiming
 	mark     time.Time
 }
 
@@ -561,7 +562,7 @@ func (f *Funnel) live(ctx context.Context, c *check, key string) (ledger.Claim, 
 // replay answers with an earlier call's effect: its result, its being in
 // progress (after the requested wait), or its uncertainty.
 func (f *Funnel) replay(ctx context.Context, c *check, got ledger.Claim, sim float64, reason string) error {
-	if got.Outcome == ledger.InProgress && c.req.Wait > 0 {
+	if got.Outcome == ledger.InProgress && c.req.Wait > 0 && !c.locked {
 		var err error
 		if got, err = f.wait(ctx, c, got.Record.Key); err != nil {
 			if errors.Is(err, ledger.ErrNotFound) {
@@ -580,6 +581,9 @@ func (f *Funnel) replay(ctx context.Context, c *check, got ledger.Claim, sim flo
 	case ledger.Uncertain:
 		c.res.Decision, c.res.Reason = Uncertain, reason+", and lost its lease without a result: the effect may have happened"
 	default:
+		if c.locked {
+			return fmt.Errorf("funnel: unexpected ledger outcome %v for a live candidate", got.Outcome)
+		}
 		// It failed or vanished while we waited: this call may run.
 		c.res.Match, c.res.Stage = nil, ""
 		c.note("a matching call failed or vanished while waiting; this call executes")
@@ -977,7 +981,12 @@ func (f *Funnel) claim(ctx context.Context, c *check) error {
 			return err
 		}
 		if late := s.since(c.seenSeq); len(late) > 0 && c.res.Match == nil {
-			if done, err := f.late(ctx, c, late); err != nil || done {
+			// Under the session's lock: a match is answered as it stands,
+			// without waiting for it (that would hold up the session).
+			c.locked = true
+			done, err := f.late(ctx, c, late)
+			c.locked = false
+			if err != nil || done {
 				return err
 			}
 		}

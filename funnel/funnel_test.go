@@ -609,3 +609,49 @@ func TestClaimOfAnotherReplicaIsNotHidden(t *testing.T) {
 	// The same charge, asked on this replica, is the other's in progress.
 	want(t, e.check(t, Request{Step: "2", Tool: "charge", Arguments: charge}), InProgress, StageExact)
 }
+
+// TestTwinsUnderNewStepsWaitingOnAFailure: identical calls under their
+// own step ids race; the one that executes fails. Every check returns
+// (none is left waiting on another under the session's lock), and after
+// the failure the effect may run again, once per claim that saw it fail.
+func TestTwinsUnderNewStepsWaitingOnAFailure(t *testing.T) {
+	e := newEnv(t, options{})
+	const n = 8
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	results := make(chan Result, n)
+	errs := make(chan error, n)
+	for i := range n {
+		go func() {
+			res, err := e.f.Check(ctx, Request{Tenant: "acme", Session: "s1", Workflow: "wf", Step: fmt.Sprint(i),
+				Tool: "charge", Arguments: []byte(`{"card":"tok_9","amount":70}`), Wait: 2 * time.Second})
+			if err != nil {
+				errs <- err
+				return
+			}
+			results <- res
+		}()
+	}
+	executes := 0
+	for range n {
+		select {
+		case err := <-errs:
+			t.Fatalf("check: %v", err)
+		case res := <-results:
+			if res.Decision == Execute {
+				executes++
+				// The executor fails, transiently: the effect did not happen.
+				if _, err := e.ledger.Fail(context.Background(), "acme", res.Key, res.Token, json.RawMessage(`{"status":503}`), ledger.ClassTransient); err != nil {
+					t.Fatal(err)
+				}
+			} else if res.Decision != InProgress {
+				t.Errorf("decision %s (%s): want execute or in_progress while the twin is unfinished", res.Decision, res.Reason)
+			}
+		case <-ctx.Done():
+			t.Fatal("a check never returned")
+		}
+	}
+	if executes == 0 {
+		t.Error("no check executed")
+	}
+}
