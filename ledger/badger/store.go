@@ -195,8 +195,19 @@ func (s *Store) Close(ctx context.Context) error {
 		case <-ctx.Done():
 			// A GC pass is still running; Badger's Close waits for it.
 		}
-		if err := s.db.Close(); err != nil {
-			s.closeErr = fmt.Errorf("ledger/badger: close: %w", err)
+		// Badger's Close flushes the memtable and retries that forever
+		// when the disk fails (full, or the directory gone): past ctx the
+		// store gives up waiting, so a process can still exit. What was
+		// acknowledged is in the write-ahead log already.
+		closed := make(chan error, 1)
+		go func() { closed <- s.db.Close() }()
+		select {
+		case err := <-closed:
+			if err != nil {
+				s.closeErr = fmt.Errorf("ledger/badger: close: %w", err)
+			}
+		case <-ctx.Done():
+			s.closeErr = fmt.Errorf("ledger/badger: close: gave up waiting for the database to flush: %w", ctx.Err())
 		}
 	})
 	return s.closeErr

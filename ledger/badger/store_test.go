@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"runtime"
 	"strings"
 	"sync"
@@ -332,4 +333,28 @@ func TestSmallMemoryAtOpen(t *testing.T) {
 		t.Fatalf("opening a store took %.1f MiB of heap, want about 11", float64(grown)/(1<<20))
 	}
 	runtime.KeepAlive(s)
+}
+
+// TestCloseGivesUpWhenTheDiskIsGone: with its directory removed, Badger's
+// flush on close retries forever; Close returns when its ctx ends, so a
+// process can still shut down.
+func TestCloseGivesUpWhenTheDiskIsGone(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(DefaultConfig(dir)) // not openStore: its cleanup expects a clean close
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := newLedger(t, s, nil)
+	if _, err := l.Claim(t.Context(), ledger.ClaimRequest{Tenant: "t", Key: "k"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	// Badger's flush goroutine keeps retrying until the test binary ends.
+	if err := s.Close(ctx); err == nil {
+		t.Fatal("Close with the directory gone reported success")
+	}
 }
