@@ -9,22 +9,8 @@ import (
 	"testing"
 
 	"github.com/idem-dev/idem/ledger"
+	"github.com/idem-dev/idem/ledger/ledgertest"
 )
-
-// benchRequest is a realistic claim: a 300-byte canonical call and a 512-d
-// embedding (the built-in encoder's size).
-func benchRequest(key string) ledger.ClaimRequest {
-	canon := make([]byte, 300)
-	for i := range canon {
-		canon[i] = 'a' + byte(i%26)
-	}
-	emb := make([]float32, 512)
-	for i := range emb {
-		emb[i] = float32(i) / 512
-	}
-	return ledger.ClaimRequest{Tenant: "bench", Key: key, Session: "s", Workflow: "w", Step: "1", Tool: "send_email",
-		Canonical: canon, Hash: 1, Identity: 2, Embedding: emb, EmbeddingModel: "use-lite"}
-}
 
 func benchKeys(n int) []string {
 	keys := make([]string, n)
@@ -45,37 +31,10 @@ var syncModes = []struct {
 func BenchmarkClaim(b *testing.B) {
 	for _, mode := range syncModes {
 		b.Run("new/"+mode.name, func(b *testing.B) {
-			l := newLedger(b, openStore(b, b.TempDir(), mode.on), nil)
-			keys := benchKeys(b.N)
-			req := benchRequest("")
-			ctx := b.Context()
-			b.ReportAllocs()
-			b.ResetTimer()
-			for i := range b.N {
-				req.Key = keys[i]
-				if c, err := l.Claim(ctx, req); err != nil || c.Outcome != ledger.Claimed {
-					b.Fatalf("claim: %v %v", c.Outcome, err)
-				}
-			}
+			ledgertest.BenchClaimNew(b, newLedger(b, openStore(b, b.TempDir(), mode.on), nil))
 		})
 		b.Run("existing/"+mode.name, func(b *testing.B) {
-			l := newLedger(b, openStore(b, b.TempDir(), mode.on), nil)
-			ctx := b.Context()
-			req := benchRequest("done")
-			c, err := l.Claim(ctx, req)
-			if err != nil {
-				b.Fatal(err)
-			}
-			if _, err := l.Complete(ctx, "bench", "done", c.Token, json.RawMessage(`{"id":"msg-1"}`)); err != nil {
-				b.Fatal(err)
-			}
-			b.ReportAllocs()
-			b.ResetTimer()
-			for range b.N {
-				if c, err := l.Claim(ctx, req); err != nil || c.Outcome != ledger.Duplicate {
-					b.Fatalf("claim: %v %v", c.Outcome, err)
-				}
-			}
+			ledgertest.BenchClaimExisting(b, newLedger(b, openStore(b, b.TempDir(), mode.on), nil))
 		})
 	}
 }
@@ -85,23 +44,7 @@ func BenchmarkClaim(b *testing.B) {
 func BenchmarkClaimComplete(b *testing.B) {
 	for _, mode := range syncModes {
 		b.Run(mode.name, func(b *testing.B) {
-			l := newLedger(b, openStore(b, b.TempDir(), mode.on), nil)
-			keys := benchKeys(b.N)
-			req := benchRequest("")
-			result := json.RawMessage(`{"id":"msg-1","status":"sent"}`)
-			ctx := b.Context()
-			b.ReportAllocs()
-			b.ResetTimer()
-			for i := range b.N {
-				req.Key = keys[i]
-				c, err := l.Claim(ctx, req)
-				if err != nil {
-					b.Fatal(err)
-				}
-				if _, err := l.Complete(ctx, "bench", req.Key, c.Token, result); err != nil {
-					b.Fatal(err)
-				}
-			}
+			ledgertest.BenchClaimComplete(b, newLedger(b, openStore(b, b.TempDir(), mode.on), nil))
 		})
 	}
 }
@@ -122,7 +65,7 @@ func BenchmarkClaimContended(b *testing.B) {
 			var wg sync.WaitGroup
 			for g := range 2 {
 				wg.Go(func() {
-					req := benchRequest("")
+					req := ledgertest.BenchRequest("")
 					for i := range n {
 						req.Key = keys[i]
 						c, err := l.Claim(ctx, req)
@@ -155,7 +98,7 @@ func BenchmarkComplete(b *testing.B) {
 				l := newLedger(b, openStore(b, b.TempDir(), mode.on), nil)
 				ctx := b.Context()
 				keys := benchKeys(b.N)
-				req := benchRequest("")
+				req := ledgertest.BenchRequest("")
 				tokens := make([]string, b.N)
 				for i := range b.N {
 					req.Key = keys[i]

@@ -1,0 +1,81 @@
+package ledgertest
+
+import (
+	"encoding/json"
+	"strconv"
+	"testing"
+
+	"github.com/idem-dev/idem/ledger"
+)
+
+// The benchmark bodies every store runs, so their numbers compare.
+
+// BenchRequest is a realistic claim: a 300-byte canonical call and a 512-d
+// embedding (the built-in encoder's size).
+func BenchRequest(key string) ledger.ClaimRequest {
+	canon := make([]byte, 300)
+	for i := range canon {
+		canon[i] = 'a' + byte(i%26)
+	}
+	emb := make([]float32, 512)
+	for i := range emb {
+		emb[i] = float32(i) / 512
+	}
+	return ledger.ClaimRequest{Tenant: "bench", Key: key, Session: "s", Workflow: "w", Step: "1", Tool: "send_email",
+		Canonical: canon, Hash: 1, Identity: 2, Embedding: emb, EmbeddingModel: "use-lite"}
+}
+
+// BenchClaimNew: one claim of a fresh key per iteration (a write).
+func BenchClaimNew(b *testing.B, l *ledger.Ledger) {
+	req := BenchRequest("")
+	ctx := b.Context()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		req.Key = "key-" + strconv.Itoa(i)
+		if c, err := l.Claim(ctx, req); err != nil || c.Outcome != ledger.Claimed {
+			b.Fatalf("claim: %v %v", c.Outcome, err)
+		}
+	}
+}
+
+// BenchClaimExisting: one claim of a completed key per iteration, answered
+// Duplicate (a read).
+func BenchClaimExisting(b *testing.B, l *ledger.Ledger) {
+	ctx := b.Context()
+	req := BenchRequest("done")
+	c, err := l.Claim(ctx, req)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := l.Complete(ctx, "bench", "done", c.Token, json.RawMessage(`{"id":"msg-1"}`)); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		if c, err := l.Claim(ctx, req); err != nil || c.Outcome != ledger.Duplicate {
+			b.Fatalf("claim: %v %v", c.Outcome, err)
+		}
+	}
+}
+
+// BenchClaimComplete: the whole life of an executed call per iteration,
+// claim then complete.
+func BenchClaimComplete(b *testing.B, l *ledger.Ledger) {
+	req := BenchRequest("")
+	result := json.RawMessage(`{"id":"msg-1","status":"sent"}`)
+	ctx := b.Context()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		req.Key = "key-" + strconv.Itoa(i)
+		c, err := l.Claim(ctx, req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := l.Complete(ctx, "bench", req.Key, c.Token, result); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
