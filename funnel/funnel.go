@@ -760,15 +760,17 @@ func (f *Funnel) decideCandidates(ctx, bctx context.Context, c *check, cands []c
 		if !ok {
 			continue
 		}
+		var earlier *canon.Call // the candidate's call, read once for both uses below
 		if cd.score >= c.pol.DuplicateThreshold {
-			if kind := f.contrastWith(c, &got.Record); kind != "" {
+			earlier = f.earlierCall(&got.Record)
+			if kind := f.contrastWith(c, earlier); kind != "" {
 				cd.score = math.Nextafter(c.pol.DuplicateThreshold, 0)
 				c.note("the earlier call's text differs in %s: held below the duplicate threshold", kind)
 			}
 		}
 		if cd.score >= c.pol.DuplicateThreshold {
 			c.res.Stage = StageSemantic
-			f.noteRestated(c, &got.Record)
+			f.noteRestated(c, earlier)
 			reason := fmt.Sprintf("a call of the same tool with equal identity fields and text similarity %.3f (≥ %.2f) was made in this session", cd.score, c.pol.DuplicateThreshold)
 			if len(c.windows) == 0 {
 				reason = "a call of the same tool with equal identity fields (and no text to compare) was made in this session"
@@ -790,12 +792,8 @@ func (f *Funnel) decideCandidates(ctx, bctx context.Context, c *check, cands []c
 // call's in another spelling (`date: date "March 14th" = "2019-03-14"`), so
 // the answer shows why the identity gate let it through. The notes hold
 // argument values: they go to the caller, never to the log.
-func (f *Funnel) noteRestated(c *check, r *ledger.Record) {
-	if r.Identity != c.call.IdentityDigest {
-		return
-	}
-	earlier, err := f.canon.Canonicalize(r.Tool, r.Canonical)
-	if err != nil {
+func (f *Funnel) noteRestated(c *check, earlier *canon.Call) {
+	if earlier == nil || earlier.IdentityDigest != c.call.IdentityDigest {
 		return
 	}
 	for _, line := range canon.TypedEqualities(c.call, earlier) {
@@ -804,16 +802,25 @@ func (f *Funnel) noteRestated(c *check, r *ledger.Record) {
 }
 
 // contrastWith names how the call's text contradicts the earlier call's
-// (see contrast), or "" when it does not.
-func (f *Funnel) contrastWith(c *check, r *ledger.Record) string {
+// (see contrast), or "" when it does not; earlier is nil when the record's
+// call could not be read.
+func (f *Funnel) contrastWith(c *check, earlier *canon.Call) string {
 	if !c.call.HasText() {
 		return ""
 	}
-	earlier, err := f.canon.Canonicalize(r.Tool, r.Canonical)
-	if err != nil {
+	if earlier == nil {
 		return "an unreadable record" // cannot tell: the embedding alone must not decide
 	}
 	return contrast(c.call.TextView(), earlier.TextView())
+}
+
+// earlierCall reads a record's call back, or nil when it cannot.
+func (f *Funnel) earlierCall(r *ledger.Record) *canon.Call {
+	call, err := f.canon.Canonicalize(r.Tool, r.Canonical)
+	if err != nil {
+		return nil
+	}
+	return call
 }
 
 // judgeStage asks the judge about an ambiguous candidate.
@@ -1048,7 +1055,7 @@ func (f *Funnel) late(ctx context.Context, c *check, late []*entry) (bool, error
 				return false, err
 			}
 		}
-		if ok && f.contrastWith(c, &got.Record) == "" {
+		if ok && f.contrastWith(c, f.earlierCall(&got.Record)) == "" {
 			c.res.Stage = StageSemantic
 			return f.onDuplicate(ctx, c, got, cd.score, "a call of the same tool with equal identity fields was claimed in this session a moment ago")
 		}
