@@ -156,8 +156,18 @@ func validToolName(tool string) error {
 }
 
 // Canonicalize parses and canonicalizes one call. Every error is an *Error
-// naming the path and the problem; nothing panics on any input.
+// naming the path and the problem; nothing panics on any input. Relative
+// dates in the call stay strings: see CanonicalizeOn.
 func (c *Canonicalizer) Canonicalize(tool string, args []byte) (*Call, error) {
+	return c.CanonicalizeOn(tool, args, Date{})
+}
+
+// CanonicalizeOn is Canonicalize for a call made on the date today (the
+// caller's local date; see Canonicalizer.Today): relative dates in its
+// identity fields ("tomorrow", "Tuesday next week") are read as the dates
+// they name on that day, where that is certain (see relativeDate). A zero
+// today reads none.
+func (c *Canonicalizer) CanonicalizeOn(tool string, args []byte, today Date) (*Call, error) {
 	if err := validToolName(tool); err != nil {
 		return nil, &Error{Path: "tool", Offset: -1, Err: ErrBadTool, Detail: err.Error()}
 	}
@@ -174,7 +184,7 @@ func (c *Canonicalizer) Canonicalize(tool string, args []byte) (*Call, error) {
 	// and the text view are copied into strings.
 	sc := scratchBufs.Get().(*scratch)
 	defer scratchBufs.Put(sc)
-	w := walker{rules: rules, maxText: c.cfg.MaxTextView}
+	w := walker{rules: rules, maxText: c.cfg.MaxTextView, today: today.date()}
 	w.c = make([]byte, 0, len(args)+16)
 	w.fields = make([]Field, 0, leaves)
 	w.spans, w.paths, w.ids, w.tids = sc.spans[:0], sc.paths[:0], sc.ids[:0], sc.tids[:0]
@@ -293,6 +303,7 @@ type decided struct {
 // leaf and builds the identity digest input and the text view.
 type walker struct {
 	rules   *toolRules
+	today   date   // the call's reference date (CanonicalizeOn), or zero
 	c       []byte // canonical bytes
 	h       []byte // canonical bytes without ignored fields, once hOn
 	hOn     bool
@@ -482,7 +493,7 @@ func (w *walker) leaf(n *node, name string, s *schema, d decided, cls Class, rul
 		w.tids = append(w.tids, '=')
 		typed := ""
 		if w.rules.typed != nil {
-			typed = w.rules.typed.typedForm(n, s, leafInfo{name: name, typ: d.typ, aliases: d.aliases})
+			typed = w.rules.typed.typedForm(n, s, leafInfo{name: name, typ: d.typ, aliases: d.aliases, today: w.today})
 		}
 		switch {
 		case typed != "":

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // TypedConfig says how a tool's identity values are compared by meaning.
@@ -89,6 +90,13 @@ type TypedConfig struct {
 	PhoneRegion string `json:"phone_region,omitempty" yaml:"phone_region,omitempty"`
 	// DecimalComma reads "1.250,50" as 1250.5; by default "1,250.50" is.
 	DecimalComma bool `json:"decimal_comma,omitempty" yaml:"decimal_comma,omitempty"`
+	// Timezone is the IANA zone ("America/New_York") of the tool's
+	// callers. With it, a call that carries no reference date of its own
+	// is read against the day it is checked on in this zone, so its
+	// relative dates ("today", "next Monday": see relativeDate) are read
+	// as dates. Empty (the default): only calls that carry a reference
+	// date have their relative dates read; the rest stay strings.
+	Timezone string `json:"timezone,omitempty" yaml:"timezone,omitempty"`
 	// Aliases maps an alias to what it names ("NY": "New York"), for every
 	// identity string of the tool; matched under case folding and white
 	// space folding. FieldRule.Aliases adds tables for one field.
@@ -125,6 +133,7 @@ type typedRules struct {
 	nanp         bool
 	decimalComma bool
 	aliases      map[string]string // folded alias or name → folded name
+	loc          *time.Location    // TypedConfig.Timezone, or nil
 }
 
 func (t TypedConfig) validate() error {
@@ -148,6 +157,11 @@ func (t TypedConfig) validate() error {
 	case "", "US", "CA":
 	default:
 		errs = append(errs, fmt.Errorf("typed.phone_region %q: only the NANP regions US and CA are read (other national formats need per-country trunk rules)", t.PhoneRegion))
+	}
+	if t.Timezone != "" {
+		if _, err := time.LoadLocation(t.Timezone); err != nil || t.Timezone == "Local" {
+			errs = append(errs, fmt.Errorf("typed.timezone %q: not an IANA time zone name", t.Timezone))
+		}
 	}
 	if err := validAliases(t.Aliases); err != nil {
 		errs = append(errs, fmt.Errorf("typed.aliases: %w", err))
@@ -186,6 +200,9 @@ func compileTyped(t TypedConfig) *typedRules {
 	if t.DateOrder != "" {
 		r.dateOrder = t.DateOrder[0]
 	}
+	if t.Timezone != "" {
+		r.loc, _ = time.LoadLocation(t.Timezone) // validated
+	}
 	if t.Currency != "" {
 		r.currencySign = sharedSign(t.Currency)
 	}
@@ -218,6 +235,7 @@ type leafInfo struct {
 	name    string            // the member name (for array elements, the array's)
 	typ     string            // FieldRule.Type, or ""
 	aliases map[string]string // FieldRule.Aliases, folded, or nil
+	today   date              // the call's reference date, or zero
 }
 
 // typedForm returns the typed normal form of an identity leaf, or "" when
@@ -261,7 +279,7 @@ func (r *typedRules) typedForm(n *node, s *schema, li leafInfo) string {
 	}
 	switch typ {
 	case "":
-		return r.detect(v, li.name)
+		return r.detect(v, li)
 	case "enum":
 		// A restated member may differ from the schema's spelling in case
 		// and spaces; a value that folds to no member (or to several)
@@ -285,7 +303,7 @@ func (r *typedRules) typedForm(n *node, s *schema, li leafInfo) string {
 		}
 		return "enum " + found
 	}
-	return r.asType(typ, v, li.name)
+	return r.asType(typ, v, li)
 }
 
 // maxTypedLen bounds the values the parsers look at: no date, time,
@@ -329,17 +347,18 @@ func (s *schema) typedType(v string) string {
 }
 
 // asType reads v as the given type only.
-func (r *typedRules) asType(typ, v, name string) string {
+func (r *typedRules) asType(typ, v string, li leafInfo) string {
+	name := li.name
 	switch typ {
 	case TypeDate:
-		return r.dateForm(v)
+		return r.dateForm(v, li.today)
 	case TypeTime:
 		return r.timeForm(v)
 	case TypeDateTime:
 		if f := r.dateTimeForm(v); f != "" {
 			return f
 		}
-		return r.dateForm(v)
+		return r.dateForm(v, li.today)
 	case TypeNumber:
 		if f := r.numberForm(v, true); f != "" {
 			return f
@@ -381,10 +400,15 @@ func (r *typedRules) asType(typ, v, name string) string {
 
 // detect reads v by its shape alone. The parsers accept disjoint shapes,
 // so the order only saves time.
-func (r *typedRules) detect(v, name string) string {
+func (r *typedRules) detect(v string, li leafInfo) string {
 	var sh shape
 	sh.scan(v)
-	hints := nameHints(name)
+	hints := nameHints(li.name)
+	if sh.relative && hints&hintDate != 0 && li.today.y != 0 {
+		if f := r.dateForm(v, li.today); f != "" {
+			return f
+		}
+	}
 	if sh.at {
 		if e, ok := parseEmail(v); ok {
 			return "email " + e
@@ -410,7 +434,7 @@ func (r *typedRules) detect(v, name string) string {
 			}
 		}
 		if sh.month {
-			if f := r.dateForm(v); f != "" {
+			if f := r.dateForm(v, date{}); f != "" {
 				return f
 			}
 		}
@@ -437,7 +461,7 @@ func (r *typedRules) detect(v, name string) string {
 		}
 	}
 	if sh.month || sh.words == 1 && (sh.dash || sh.slash || sh.dot) {
-		if f := r.dateForm(v); f != "" {
+		if f := r.dateForm(v, date{}); f != "" {
 			return f
 		}
 	}
@@ -472,6 +496,7 @@ func boolForm(b string) string {
 type shape struct {
 	digit, letter, at, scheme, colon, dash, slash, dot, plus, sign bool
 	month                                                          bool // a word is a month name
+	relative                                                       bool // a word is a weekday or one of relativeWords
 	period                                                         bool // a word is a day period (am, pm, noon, evening…) or o'clock
 	currency                                                       bool // the first or last word is a currency word or ISO code
 	digits                                                         int
@@ -520,6 +545,7 @@ const (
 	hintQuantity hint = 1 << iota
 	hintMoney
 	hintPhone
+	hintDate
 )
 
 // hintCache remembers the hints of field names: the same few names come
@@ -557,6 +583,9 @@ func readHints(name string) hint {
 	}
 	if phoneNorm(n) {
 		h |= hintPhone
+	}
+	if dateNorm(n) {
+		h |= hintDate
 	}
 	return h
 }
@@ -614,6 +643,18 @@ func phoneNorm(n string) bool {
 	}
 	return strings.HasSuffix(n, "_phone") || strings.HasSuffix(n, "_phone_number") ||
 		strings.HasSuffix(n, "_mobile") || strings.HasSuffix(n, "_tel")
+}
+
+// dateNorm: a field (its normalized name) that holds a day, where a
+// relative date ("tomorrow") found by its shape alone is read.
+func dateNorm(n string) bool {
+	for _, part := range strings.Split(n, "_") {
+		switch part {
+		case "date", "day", "when":
+			return true
+		}
+	}
+	return false
 }
 
 // foldFieldAliases copies fields with every alias table folded.
@@ -703,6 +744,9 @@ func (sh *shape) scanWords(v string) {
 func (sh *shape) word(w []byte, first, last bool) {
 	if _, ok := months[string(w)]; ok {
 		sh.month = true
+	}
+	if _, ok := weekdays[string(w)]; ok || relativeWords[string(w)] {
+		sh.relative = true
 	}
 	if _, ok := timeWords[string(w)]; ok {
 		sh.period = true

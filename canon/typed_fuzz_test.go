@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 )
 
 // Every typed parser gets a fuzz test: no input panics, whatever is read
@@ -51,11 +52,43 @@ func FuzzTypedDate(f *testing.F) {
 			}
 		}
 		for _, r := range fuzzRules {
-			form := r.dateForm(v)
+			form := r.dateForm(v, date{})
 			if form == "" {
 				continue
 			}
-			if again := r.dateForm(strings.TrimPrefix(form, "date ")); again != form {
+			if again := r.dateForm(strings.TrimPrefix(form, "date "), date{}); again != form {
+				t.Fatalf("%q → %q → %q", v, form, again)
+			}
+		}
+	})
+}
+
+// FuzzTypedRelativeDate: a relative date is read only against a
+// reference date, lands within five weeks of it, and its normal form read
+// again (with or without the reference) is the same form.
+func FuzzTypedRelativeDate(f *testing.F) {
+	for _, s := range []string{"today", "later today", "the day after tomorrow", "next Monday", "Tuesday, next week",
+		"saturday this week", "this Sunday", "next sat", "the 4th of next month", "yesterday", "next week friday"} {
+		f.Add(s, int64(0))
+		f.Add(s, int64(400))
+	}
+	f.Fuzz(func(t *testing.T, v string, day int64) {
+		ref := time.Date(2019, 3, 1, 12, 0, 0, 0, time.UTC).AddDate(0, 0, int(day%4000))
+		today := date{ref.Year(), int(ref.Month()), ref.Day()}
+		d, ok := relativeDate(words(v), today)
+		if !ok {
+			return
+		}
+		got := time.Date(d.y, time.Month(d.m), d.d, 12, 0, 0, 0, time.UTC)
+		if !validDate(d) || got.Sub(ref).Abs() > 62*24*time.Hour {
+			t.Fatalf("%q on %v read as %+v", v, today, d)
+		}
+		for _, r := range fuzzRules {
+			form := r.dateForm(v, today)
+			if form == "" {
+				t.Fatalf("%q on %v: relativeDate reads it, dateForm does not", v, today)
+			}
+			if again := r.dateForm(strings.TrimPrefix(form, "date "), today); again != form {
 				t.Fatalf("%q → %q → %q", v, form, again)
 			}
 		}
@@ -163,9 +196,12 @@ func FuzzTypedDetect(f *testing.F) {
 		f.Add(s, "amount")
 		f.Add(s, "phone")
 	}
+	f.Add("next Friday", "check_in_date")
+	f.Add("tomorrow", "day")
 	f.Fuzz(func(t *testing.T, v, name string) {
+		li := leafInfo{name: name, today: date{2019, 3, 1}}
 		for _, r := range fuzzRules {
-			a, b := r.detect(v, name), r.detect(v, name)
+			a, b := r.detect(v, li), r.detect(v, li)
 			if a != b {
 				t.Fatalf("%q read as %q, then %q", v, a, b)
 			}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 )
 
 // typedCase: two spellings of one field's value (JSON values), and whether
@@ -120,8 +121,9 @@ func TestTypedDates(t *testing.T) {
 	}
 	runTypedCases(t, DefaultConfig(), "t", strict)
 
-	// Relative dates stay strings: nothing in the call says which day
-	// they were said on.
+	// Relative dates stay strings without a reference date: nothing in
+	// the call says which day they were said on (TestRelativeDates reads
+	// them with one).
 	c := mustNew(t, DefaultConfig())
 	for _, v := range []string{"today", "tomorrow", "day after tomorrow", "next Monday", "this Sunday", "the 11th", "4th of this month", "Tuesday next week", "Later today"} {
 		call := mustCanon(t, c, "t", `{"date":`+q(v)+`}`)
@@ -152,6 +154,125 @@ func TestTypedDates(t *testing.T) {
 		{"day first", "date", q("01.03.2019"), q("2019-03-01"), true, ""},
 		{"trap: swapped day and month (dmy)", "date", q("03/01/2019"), q("2019-03-01"), false, ""},
 	})
+}
+
+// TestRelativeDates reads relative dates against a reference date. The
+// day is SGD's: every relative date in its dialogues names the date it
+// would on Friday 2019-03-01 ("today" 2019-03-01, "next Monday"
+// 2019-03-04, "Tuesday next week" 2019-03-05; see TestSGDRelativeDates).
+func TestRelativeDates(t *testing.T) {
+	friday := Date{2019, time.March, 1}
+	cfg := DefaultConfig()
+	cfg.Typed.Year = "ignore"
+	c := mustNew(t, cfg)
+	strict := mustNew(t, DefaultConfig())
+	cases := []struct {
+		said, field string
+		want        string // the date it names; "" when it must not be read
+	}{
+		// The system's and the users' words in SGD against the executed value.
+		{"today", "date", "2019-03-01"},
+		{"later today", "date", "2019-03-01"},
+		{"tomorrow", "check_in_date", "2019-03-02"},
+		{"day after tomorrow", "pickup_date", "2019-03-03"},
+		{"the day after tomorrow", "date", "2019-03-03"},
+		{"next Friday", "date", "2019-03-08"},
+		{"next monday", "departure_date", "2019-03-04"},
+		{"next Thursday", "date", "2019-03-07"},
+		{"Tuesday next week", "date", "2019-03-05"},
+		{"thursday, next week", "date", "2019-03-07"},
+		{"this saturday", "date", "2019-03-02"},
+		{"sunday this week", "date", "2019-03-03"},
+		{"the 4th of this month", "date", "2019-03-04"},
+		{"2nd of next month", "date", "2019-04-02"},
+		{"yesterday", "date", "2019-02-28"},
+		// Not certain: refused.
+		{"next Saturday", "date", ""}, // tomorrow, or Saturday of next week
+		{"next Sunday", "date", ""},
+		{"this Monday", "date", ""},      // already past on a Friday, or the coming one
+		{"Sunday next week", "date", ""}, // weeks starting on Sunday or on Monday disagree
+		{"Friday", "date", ""},           // this one or the next
+		{"the 11th", "date", ""},         // this month's if still to come? next month's?
+		{"next weekend", "date", ""},
+		{"31st of next month", "date", ""}, // April has 30 days
+		{"today", "restaurant_name", ""},   // found by shape only in a date field
+		{"Tuesday next week", "title", ""},
+	}
+	for _, tc := range cases {
+		args := `{"` + tc.field + `":` + q(tc.said) + `}`
+		call, err := c.CanonicalizeOn("t", []byte(args), friday)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := call.Fields[0].Typed
+		if tc.want == "" {
+			if got != "" {
+				t.Errorf("%q on Friday 2019-03-01 read as %q, want it left a string", tc.said, got)
+			}
+			continue
+		}
+		exec := mustCanon(t, c, "t", `{"`+tc.field+`":`+q(tc.want)+`}`)
+		if call.IdentityDigest != exec.IdentityDigest {
+			t.Errorf("%q on Friday 2019-03-01: typed %q, want the date %s", tc.said, got, tc.want)
+		}
+		// Another day, another date: the same words said five weeks
+		// later (a Friday again) are not the call made on March 1st.
+		later, err := c.CanonicalizeOn("t", []byte(args), Date{2019, time.April, 5})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if later.IdentityDigest == call.IdentityDigest {
+			t.Errorf("%q said on March 1st and on April 5th compare equal", tc.said)
+		}
+		// Without a reference date, and under the strict year rule
+		// with one, the value keeps its year: "tomorrow" is 2019-03-02.
+		if plain := mustCanon(t, c, "t", args); plain.Fields[0].Typed != "" {
+			t.Errorf("%q read as %q without a reference date", tc.said, plain.Fields[0].Typed)
+		}
+		s, _ := strict.CanonicalizeOn("t", []byte(args), friday)
+		if want := "date " + tc.want; s.Fields[0].Typed != want {
+			t.Errorf("%q under year distinct: %q, want %q", tc.said, s.Fields[0].Typed, want)
+		}
+	}
+	// Said on a Monday, "next Tuesday" is tomorrow or the Tuesday after.
+	monday := Date{2019, time.March, 4}
+	for said, want := range map[string]string{"next Tuesday": "", "next Monday": "date 2019-03-11", "this Sunday": "date 2019-03-10", "Sunday this week": "date 2019-03-10", "this Friday": "date 2019-03-08"} {
+		call, err := strict.CanonicalizeOn("t", []byte(`{"date":`+q(said)+`}`), monday)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if call.Fields[0].Typed != want {
+			t.Errorf("%q said on Monday 2019-03-04: %q, want %q", said, call.Fields[0].Typed, want)
+		}
+	}
+	// A schema's date format reads them whatever the field's name.
+	sch := DefaultConfig()
+	sch.Tools = map[string]ToolConfig{"book": {Schema: json.RawMessage(`{"type":"object","properties":{"on":{"type":"string","format":"date"}}}`)}}
+	call, err := mustNew(t, sch).CanonicalizeOn("book", []byte(`{"on":"tomorrow"}`), friday)
+	if err != nil || call.Fields[0].Typed != "date 2019-03-02" {
+		t.Errorf("schema format date: %v, %q; want date 2019-03-02", err, call.Fields[0].Typed)
+	}
+}
+
+// TestToday: a tool's Timezone gives the reference date of a call that
+// carries none, in that zone; without one, none.
+func TestToday(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Typed.Timezone = "America/Los_Angeles"
+	cfg.Tools = map[string]ToolConfig{"tokyo": {Typed: &TypedConfig{Timezone: "Asia/Tokyo"}}, "none": {Typed: &TypedConfig{}}}
+	c := mustNew(t, cfg)
+	now := time.Date(2019, 3, 2, 5, 0, 0, 0, time.UTC) // 21:00 on March 1 in Los Angeles, 14:00 on March 2 in Tokyo
+	for tool, want := range map[string]Date{"any": {2019, time.March, 1}, "tokyo": {2019, time.March, 2}, "none": {}} {
+		if got := c.Today(tool, now); got != want {
+			t.Errorf("Today(%q) = %v, want %v", tool, got, want)
+		}
+	}
+	if _, err := ParseDate("2019-02-30"); err == nil {
+		t.Error("ParseDate accepted February 30th")
+	}
+	if d, err := ParseDate("2019-03-01"); err != nil || d != (Date{2019, time.March, 1}) || d.String() != "2019-03-01" {
+		t.Errorf("ParseDate(2019-03-01) = %v, %v", d, err)
+	}
 }
 
 func TestTypedDateTimes(t *testing.T) {
@@ -341,6 +462,8 @@ func TestTypedConfigValidation(t *testing.T) {
 		func(c *Config) { c.Typed.Currency = "usd" },
 		func(c *Config) { c.Typed.Currency = "XYZ" },
 		func(c *Config) { c.Typed.PhoneRegion = "DE" },
+		func(c *Config) { c.Typed.Timezone = "Mars/Olympus_Mons" },
+		func(c *Config) { c.Typed.Timezone = "Local" },
 		func(c *Config) { c.Typed.Aliases = map[string]string{"": "x"} },
 		func(c *Config) { c.Typed.Aliases = map[string]string{"ny": "New York", "NY": "Newark"} },
 		func(c *Config) { c.Tools = map[string]ToolConfig{"t": {Typed: &TypedConfig{Year: "x"}}} },

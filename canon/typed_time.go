@@ -349,8 +349,9 @@ var ordinalWords = map[string]int{
 // date is a calendar date; y is 0 when the value has no year.
 type date struct{ y, m, d int }
 
-// dateForm reads v as a calendar date, or returns "".
-func (r *typedRules) dateForm(v string) string {
+// dateForm reads v as a calendar date, or returns "". A relative date is
+// read only against a reference date (today not zero).
+func (r *typedRules) dateForm(v string, today date) string {
 	var d date
 	var ok bool
 	if len(v) == 10 && v[4] == '-' && v[7] == '-' && digits(v[:4]) && digits(v[5:7]) && digits(v[8:]) {
@@ -359,6 +360,9 @@ func (r *typedRules) dateForm(v string) string {
 		ok = v[0] != '0' && validDate(d)
 	} else {
 		d, ok = parseDate(v, r.dateOrder)
+		if !ok && today.y != 0 {
+			d, ok = relativeDate(words(v), today)
+		}
 	}
 	if !ok {
 		return ""
