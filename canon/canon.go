@@ -78,6 +78,11 @@ type Call struct {
 	// bytes).
 	Fields []Field
 
+	// Relative reports that an identity value was a relative date
+	// ("tomorrow") read against the reference date (CanonicalizeOn): the
+	// same canonical bytes said on another day are another call.
+	Relative bool
+
 	textView      string
 	textTruncated bool
 	hasText       bool
@@ -203,6 +208,7 @@ func (c *Canonicalizer) CanonicalizeOn(tool string, args []byte, today Date) (*C
 		textView:      string(w.text),
 		textTruncated: w.textCut,
 		hasText:       w.hasText,
+		Relative:      w.relative,
 	}
 	hashed := w.c
 	if w.hOn {
@@ -302,22 +308,23 @@ type decided struct {
 // walker encodes the canonical bytes and, in the same pass, classes every
 // leaf and builds the identity digest input and the text view.
 type walker struct {
-	rules   *toolRules
-	today   date   // the call's reference date (CanonicalizeOn), or zero
-	c       []byte // canonical bytes
-	h       []byte // canonical bytes without ignored fields, once hOn
-	hOn     bool
-	path    []byte // path of the current node
-	pat     []byte // path pattern of the current node
-	fields  []Field
-	spans   []span // where each field's path and value are in paths and c
-	paths   []byte // every field's path, end to end
-	ids     []byte // identity digest input
-	tids    []byte // typed digest input
-	text    []byte
-	maxText int
-	textCut bool
-	hasText bool
+	rules    *toolRules
+	today    date   // the call's reference date (CanonicalizeOn), or zero
+	relative bool   // a relative date was read against today
+	c        []byte // canonical bytes
+	h        []byte // canonical bytes without ignored fields, once hOn
+	hOn      bool
+	path     []byte // path of the current node
+	pat      []byte // path pattern of the current node
+	fields   []Field
+	spans    []span // where each field's path and value are in paths and c
+	paths    []byte // every field's path, end to end
+	ids      []byte // identity digest input
+	tids     []byte // typed digest input
+	text     []byte
+	maxText  int
+	textCut  bool
+	hasText  bool
 }
 
 // enter applies the config rule for the current pattern and the schema's
@@ -497,6 +504,9 @@ func (w *walker) leaf(n *node, name string, s *schema, d decided, cls Class, rul
 		}
 		switch {
 		case typed != "":
+			if w.today.y != 0 && !w.relative && n.kind == kString && strings.HasPrefix(typed, "date ") {
+				_, w.relative = relativeDate(words(n.s), w.today)
+			}
 			// '@' starts no JSON value: a typed form never equals a
 			// value compared as its JSON.
 			w.fields[len(w.fields)-1].Typed = typed

@@ -31,11 +31,31 @@ func ParseDate(s string) (Date, error) {
 	return DateOf(t), nil
 }
 
+// ParseReference reads a caller's reference date as an API takes it: a
+// full date ("2019-03-01", the caller's local date) or an RFC 3339
+// date-time with its offset ("2019-03-01T21:00:00-08:00"), whose date is
+// read in that offset (there, 2019-03-01; in UTC it would be March 2nd).
+func ParseReference(s string) (Date, error) {
+	if len(s) == len(time.DateOnly) {
+		return ParseDate(s)
+	}
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return Date{}, fmt.Errorf("%q is neither a date (YYYY-MM-DD) nor an RFC 3339 date-time with an offset", s)
+	}
+	return DateOf(t), nil
+}
+
 // IsZero reports whether d is the zero Date.
 func (d Date) IsZero() bool { return d == Date{} }
 
 // String spells d as YYYY-MM-DD.
 func (d Date) String() string { return fmt.Sprintf("%04d-%02d-%02d", d.Year, d.Month, d.Day) }
+
+// AddDays returns the date n days after d (before, for n < 0).
+func (d Date) AddDays(n int) Date {
+	return DateOf(time.Date(d.Year, d.Month, d.Day, 12, 0, 0, 0, time.UTC).AddDate(0, 0, n))
+}
 
 func (d Date) date() date { return date{y: d.Year, m: int(d.Month), d: d.Day} }
 

@@ -205,6 +205,9 @@ func TestRelativeDates(t *testing.T) {
 			t.Fatal(err)
 		}
 		got := call.Fields[0].Typed
+		if call.Relative != (tc.want != "") {
+			t.Errorf("%q: Relative = %v", tc.said, call.Relative)
+		}
 		if tc.want == "" {
 			if got != "" {
 				t.Errorf("%q on Friday 2019-03-01 read as %q, want it left a string", tc.said, got)
@@ -226,7 +229,7 @@ func TestRelativeDates(t *testing.T) {
 		}
 		// Without a reference date, and under the strict year rule
 		// with one, the value keeps its year: "tomorrow" is 2019-03-02.
-		if plain := mustCanon(t, c, "t", args); plain.Fields[0].Typed != "" {
+		if plain := mustCanon(t, c, "t", args); plain.Fields[0].Typed != "" || plain.Relative {
 			t.Errorf("%q read as %q without a reference date", tc.said, plain.Fields[0].Typed)
 		}
 		s, _ := strict.CanonicalizeOn("t", []byte(args), friday)

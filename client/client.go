@@ -100,6 +100,10 @@ type CheckRequest struct {
 	Attempt        *Attempt        `json:"attempt,omitempty"`
 	WaitMS         int64           `json:"wait_ms,omitempty"`
 	Takeover       bool            `json:"takeover,omitempty"`
+	// ReferenceTime is the agent's date ("2019-03-01") or time with its
+	// offset ("2019-03-01T21:00:00-08:00") when it made the call: relative
+	// dates in the arguments ("tomorrow") are read against that date.
+	ReferenceTime string `json:"reference_time,omitempty"`
 }
 
 // Attempt is a call's place among its retries: Kind is first, transient
@@ -124,6 +128,7 @@ type Result struct {
 	Reason         string           `json:"reason"`
 	BudgetExceeded bool             `json:"budget_exceeded,omitempty"`
 	Notes          []string         `json:"notes,omitempty"`
+	ReferenceDate  string           `json:"reference_date,omitempty"`
 	Hash           string           `json:"hash"`
 	IdentityDigest string           `json:"identity_digest"`
 	TimingsUS      map[string]int64 `json:"timings_us"`

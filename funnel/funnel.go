@@ -259,7 +259,11 @@ type check struct {
 	windows  [][]float32 // the call's text embedding, once computed
 	seenSeq  uint64      // the session's newest Seq when the semantic stages looked
 	locked   bool        // the session's lock is held (claim's late look): no waiting, no claiming
-	mark     time.Time
+	today    canon.Date  // the reference date relative dates were read against, or zero
+	// plainIdentity is the call's identity digest with its relative
+	// dates left strings, once anotherDay needed it.
+	plainIdentity uint64
+	mark          time.Time
 }
 
 func (c *check) lap(stage string) {
@@ -282,11 +286,18 @@ func (f *Funnel) Check(ctx context.Context, req Request) (Result, error) {
 	if err := validate(&req); err != nil {
 		return Result{}, err
 	}
-	call, err := f.canon.Canonicalize(req.Tool, req.Arguments)
+	c.today = req.Today
+	if c.today.IsZero() {
+		c.today = f.canon.Today(req.Tool, f.now())
+	}
+	call, err := f.canon.CanonicalizeOn(req.Tool, req.Arguments, c.today)
 	if err != nil {
 		return Result{}, err
 	}
 	c.call = call
+	if !c.today.IsZero() {
+		c.res.ReferenceDate = c.today.String()
+	}
 	c.res.Hash, c.res.IdentityDigest = call.Hash, call.IdentityDigest
 	c.pol = f.Policy(req.Tool)
 	c.res.Policy = c.pol.Name
@@ -513,7 +524,7 @@ func (f *Funnel) sessionStages(ctx context.Context, c *check) (bool, error) {
 func (f *Funnel) exactStage(ctx context.Context, c *check, es []*entry) (bool, error) {
 	for i := len(es) - 1; i >= 0; i-- { // newest first
 		e := es[i]
-		if !f.eligible(c, e) {
+		if !f.eligible(c, e) || f.anotherDay(c, e) {
 			continue
 		}
 		got, ok, err := f.live(ctx, c, e.key)
@@ -527,6 +538,27 @@ func (f *Funnel) exactStage(ctx context.Context, c *check, es []*entry) (bool, e
 		return true, f.replay(ctx, c, got, 1, "the same call (same tool and canonical arguments) was made in this session")
 	}
 	return false, nil
+}
+
+// anotherDay reports that an earlier call with the same canonical bytes
+// read its relative dates against another day: "next Monday" said on
+// March 1st and on March 8th are two bookings. It holds when this call
+// read a relative date and the earlier record's identity digest is
+// neither this call's nor that of the same bytes with the relative dates
+// left strings (an earlier call that carried no reference date stays an
+// exact duplicate: nothing says it meant another day).
+func (f *Funnel) anotherDay(c *check, e *entry) bool {
+	if !c.call.Relative || e.identity == c.call.IdentityDigest {
+		return false
+	}
+	if c.plainIdentity == 0 {
+		plain, err := f.canon.Canonicalize(c.req.Tool, c.req.Arguments)
+		if err != nil {
+			return false
+		}
+		c.plainIdentity = plain.IdentityDigest
+	}
+	return e.identity != c.plainIdentity
 }
 
 // eligible: a candidate of the same tool, not of this call's own base key,
@@ -729,8 +761,8 @@ func (f *Funnel) unparsedOnly(ctx context.Context, c *check, e *entry) bool {
 	if err != nil {
 		return false
 	}
-	earlier, err := f.canon.Canonicalize(got.Record.Tool, got.Record.Canonical)
-	return err == nil && earlier.TypedDigest == c.call.TypedDigest
+	earlier := f.earlierCall(c, &got.Record)
+	return earlier != nil && earlier.TypedDigest == c.call.TypedDigest
 }
 
 // noteHeld says how many earlier calls were kept for the judge by
@@ -762,7 +794,7 @@ func (f *Funnel) decideCandidates(ctx, bctx context.Context, c *check, cands []c
 		}
 		var earlier *canon.Call // the candidate's call, read once for both uses below
 		if cd.score >= c.pol.DuplicateThreshold {
-			earlier = f.earlierCall(&got.Record)
+			earlier = f.earlierCall(c, &got.Record)
 			if kind := f.contrastWith(c, earlier); kind != "" {
 				cd.score = math.Nextafter(c.pol.DuplicateThreshold, 0)
 				c.note("the earlier call's text differs in %s: held below the duplicate threshold", kind)
@@ -814,8 +846,17 @@ func (f *Funnel) contrastWith(c *check, earlier *canon.Call) string {
 	return contrast(c.call.TextView(), earlier.TextView())
 }
 
-// earlierCall reads a record's call back, or nil when it cannot.
-func (f *Funnel) earlierCall(r *ledger.Record) *canon.Call {
+// earlierCall reads a record's call back, or nil when it cannot. The
+// record keeps no reference date: the call is read against the check's,
+// and that reading stands when it gives the identity digest the record
+// was written with (the earlier call was made on the same day, or has no
+// relative dates); otherwise its relative dates stay strings.
+func (f *Funnel) earlierCall(c *check, r *ledger.Record) *canon.Call {
+	if !c.today.IsZero() {
+		if call, err := f.canon.CanonicalizeOn(r.Tool, r.Canonical, c.today); err == nil && call.IdentityDigest == r.Identity {
+			return call
+		}
+	}
 	call, err := f.canon.Canonicalize(r.Tool, r.Canonical)
 	if err != nil {
 		return nil
@@ -1055,7 +1096,7 @@ func (f *Funnel) late(ctx context.Context, c *check, late []*entry) (bool, error
 				return false, err
 			}
 		}
-		if ok && f.contrastWith(c, f.earlierCall(&got.Record)) == "" {
+		if ok && f.contrastWith(c, f.earlierCall(c, &got.Record)) == "" {
 			c.res.Stage = StageSemantic
 			return f.onDuplicate(ctx, c, got, cd.score, "a call of the same tool with equal identity fields was claimed in this session a moment ago")
 		}

@@ -559,6 +559,44 @@ func TestRestatedIdentityValuesAreNamed(t *testing.T) {
 	want(t, e.check(t, Request{Step: "3", Tool: "book_table", Arguments: []byte(`{"restaurant":"Sino","date":"March 1st","time":"evening 8:30","party_size":2}`)}), Execute, StageNew)
 }
 
+// TestRelativeDatesAgainstTheCallersDay: "next Monday" said on Friday
+// 2019-03-01 restates 2019-03-04; said a week later it is another day. A
+// call without a date of its own is read in the configured timezone.
+func TestRelativeDatesAgainstTheCallersDay(t *testing.T) {
+	cfg := canon.DefaultConfig()
+	cfg.Typed.Year = "ignore"
+	cfg.Typed.Timezone = "America/Los_Angeles"
+	e := newEnv(t, options{})
+	cn, err := canon.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.f.canon = cn
+	friday := canon.Date{Year: 2019, Month: time.March, Day: 1}
+	e.run(t, Request{Step: "1", Tool: "book_table", Today: friday, Arguments: []byte(`{"restaurant":"Sino","date":"2019-03-04","time":"19:30"}`)}, `{"ok":true}`)
+
+	res := e.check(t, Request{Step: "2", Tool: "book_table", Today: friday, Arguments: []byte(`{"restaurant":"Sino","date":"next Monday","time":"evening 7:30"}`)})
+	want(t, res, Confirm, StageSemantic)
+	if notes := strings.Join(res.Notes, "\n"); !strings.Contains(notes, `date "next Monday" = "2019-03-04"`) {
+		t.Errorf("notes %q do not name the restated date", notes)
+	}
+	if res.ReferenceDate != "2019-03-01" {
+		t.Errorf("reference date %q, want 2019-03-01", res.ReferenceDate)
+	}
+	// A week later, "next Monday" is March 11th.
+	want(t, e.check(t, Request{Step: "3", Tool: "book_table", Today: friday.AddDays(7), Arguments: []byte(`{"restaurant":"Sino","date":"next Monday","time":"19:30"}`)}), Execute, StageNew)
+
+	// No date sent: the clock says 05:00 UTC on March 2nd, which is 21:00
+	// on March 1st in Los Angeles, so "the day after tomorrow" is March
+	// 3rd there (March 4th, a duplicate, if read in UTC).
+	e.f.now = func() time.Time { return time.Date(2019, 3, 2, 5, 0, 0, 0, time.UTC) }
+	res = e.check(t, Request{Step: "4", Tool: "book_table", Arguments: []byte(`{"restaurant":"Sino","date":"the day after tomorrow","time":"19:30"}`)})
+	want(t, res, Execute, StageNew)
+	if res.ReferenceDate != "2019-03-01" {
+		t.Errorf("reference date %q, want 2019-03-01 (Los Angeles)", res.ReferenceDate)
+	}
+}
+
 func TestForgottenWhileWaitingExecutes(t *testing.T) {
 	e := newEnv(t, options{})
 	first := e.check(t, Request{Step: "1", Tool: "send_email", Arguments: []byte(invoice)})

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"time"
+
+	"github.com/idem-dev/idem/canon"
 )
 
 // Decision is the answer to a check.
@@ -79,6 +81,12 @@ type Request struct {
 	// Wait is how long to wait for an in-flight twin to finish before
 	// answering in_progress; bounded by Config.MaxWait.
 	Wait time.Duration
+	// Today is the caller's local date when it made the call: relative
+	// dates in its identity fields ("tomorrow", "next Monday") are read as
+	// the dates they name on that day (see canon.Canonicalizer.CanonicalizeOn).
+	// Zero: the day the check runs in the tool's typed timezone, when one
+	// is configured, else relative dates stay strings.
+	Today canon.Date
 	// Takeover claims a key whose earlier execution is uncertain, with a
 	// new token (the caller has checked that the effect did not happen, or
 	// passes the key downstream to an idempotent API).
@@ -131,6 +139,9 @@ type Result struct {
 	// into windows, a judge error, arguments that differ from the record
 	// a key replays.
 	Notes []string `json:"notes,omitempty"`
+	// ReferenceDate is the day the call's relative dates were read
+	// against (YYYY-MM-DD), or "" when they were not read.
+	ReferenceDate string `json:"reference_date,omitempty"`
 	// Hash and IdentityDigest of the canonical call (hex in JSON).
 	Hash           uint64 `json:"-"`
 	IdentityDigest uint64 `json:"-"`

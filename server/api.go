@@ -13,6 +13,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/idem-dev/idem/canon"
 	"github.com/idem-dev/idem/funnel"
 	"github.com/idem-dev/idem/ledger"
 )
@@ -28,6 +29,10 @@ type CheckRequest struct {
 	Attempt        *Attempt        `json:"attempt,omitempty"`
 	WaitMS         int64           `json:"wait_ms,omitempty"`
 	Takeover       bool            `json:"takeover,omitempty"`
+	// ReferenceTime is the caller's date or time when it made the call
+	// ("2019-03-01" or "2019-03-01T21:00:00-08:00"): relative dates in the
+	// arguments ("tomorrow", "next Monday") are read against its date.
+	ReferenceTime string `json:"reference_time,omitempty"`
 }
 
 // Attempt is a check's place among its retries.
@@ -134,6 +139,13 @@ func (s *Server) check(w http.ResponseWriter, r *http.Request) error {
 	}
 	if a := req.Attempt; a != nil {
 		freq.Attempt = funnel.Attempt{Kind: funnel.AttemptKind(a.Kind), Number: a.Number, Error: a.Error}
+	}
+	if req.ReferenceTime != "" {
+		d, err := canon.ParseReference(req.ReferenceTime)
+		if err != nil {
+			return fieldErr("reference_time", err.Error())
+		}
+		freq.Today = d
 	}
 	res, err := s.deps.Funnel.Check(r.Context(), freq)
 	if err != nil {

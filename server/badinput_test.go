@@ -45,6 +45,9 @@ func TestBadInput(t *testing.T) {
 		{"unknown nested field", "application/json", []byte(`{"session_id":"s","tool":"t","arguments":{"a":1},"attempt":{"kind":"first","try":2}}`), 400, "try: unknown field"},
 		{"NUL in tool name", "application/json", []byte(`{"session_id":"s","idempotency_key":"k","tool":"t\u0000x","arguments":{"a":1}}`), 400, "tool"},
 		{"key too long", "application/json", []byte(`{"session_id":"s","idempotency_key":"` + strings.Repeat("k", 2000) + `","tool":"t","arguments":{"a":1}}`), 413, "key"},
+		{"reference_time not a date", "application/json", []byte(`{"session_id":"s","idempotency_key":"k","tool":"t","arguments":{"a":1},"reference_time":"next Friday"}`), 400, "reference_time"},
+		{"reference_time without an offset", "application/json", []byte(`{"session_id":"s","idempotency_key":"k","tool":"t","arguments":{"a":1},"reference_time":"2019-03-01T21:00:00"}`), 400, "reference_time"},
+		{"reference_time no such day", "application/json", []byte(`{"session_id":"s","idempotency_key":"k","tool":"t","arguments":{"a":1},"reference_time":"2019-02-30"}`), 400, "reference_time"},
 		{"wrong content type", "application/x-www-form-urlencoded", []byte(`session_id=s`), 415, "Content-Type"},
 	}
 	for _, tc := range cases {

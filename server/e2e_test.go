@@ -608,3 +608,51 @@ func TestShutdownDrains(t *testing.T) {
 		t.Error("the server still accepts connections after shutdown")
 	}
 }
+
+// TestReferenceTime: relative dates are read against the agent's own date
+// from reference_time, in its offset, and the answer says which day.
+func TestReferenceTime(t *testing.T) {
+	e := start(t, options{})
+	c := e.client("")
+	ctx := context.Background()
+	book := func(step, date, ref string) *client.Result {
+		t.Helper()
+		res, err := c.Check(ctx, client.CheckRequest{SessionID: "s", WorkflowID: "wf", StepID: step, Tool: "book_table",
+			Arguments: json.RawMessage(`{"restaurant":"Sino","date":"` + date + `","time":"19:30"}`), ReferenceTime: ref})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	first := book("1", "2019-03-04", "")
+	if first.Decision != client.Execute || first.ReferenceDate != "" {
+		t.Fatalf("first booking: %+v", first)
+	}
+	if _, err := c.Complete(ctx, first.Key, first.Token, json.RawMessage(`{"booking":"B1"}`)); err != nil {
+		t.Fatal(err)
+	}
+	// 21:00 on Friday March 1st in California (Saturday in UTC): next
+	// Monday is March 4th.
+	again := book("2", "next Monday", "2019-03-01T21:00:00-08:00")
+	if !again.Flagged() || again.Match == nil || again.Match.Key != first.Key || again.ReferenceDate != "2019-03-01" {
+		t.Fatalf("next Monday said on March 1st: %+v", again)
+	}
+	if notes := strings.Join(again.Notes, "\n"); !strings.Contains(notes, `"next Monday" = "2019-03-04"`) {
+		t.Errorf("notes %q do not name the restated date", notes)
+	}
+	// Said on Tuesday March 5th, next Monday is March 11th: a new
+	// booking, though its bytes are those of step 2.
+	later := book("3", "next Monday", "2019-03-05")
+	if later.Decision != client.Execute {
+		t.Fatalf("next Monday said on March 5th: %+v", later)
+	}
+	// And said on the 5th again, it is that booking's duplicate.
+	if twin := book("4", "next Monday", "2019-03-05"); !twin.Flagged() || twin.Match == nil || twin.Match.Key != later.Key {
+		t.Fatalf("next Monday said on March 5th twice: %+v", twin)
+	}
+	// Said on March 1st again, the same bytes as step 3 name March 4th:
+	// step 1's booking, not step 3's.
+	if back := book("5", "next Monday", "2019-03-01"); !back.Flagged() || back.Match == nil || back.Match.Key != first.Key {
+		t.Fatalf("next Monday said on March 1st after step 3: %+v", back)
+	}
+}

@@ -150,6 +150,9 @@ func printResult(w io.Writer, r *client.Result) {
 			fmt.Fprintf(w, "error     %s\n", m.Error)
 		}
 	}
+	if r.ReferenceDate != "" {
+		fmt.Fprintf(w, "today     %s (relative dates read against it)\n", r.ReferenceDate)
+	}
 	for _, n := range r.Notes {
 		fmt.Fprintf(w, "note      %s\n", n)
 	}
@@ -176,6 +179,11 @@ func checkLocal(ctx context.Context, dir, file, tenant string, req *client.Check
 	}
 	if at := req.Attempt; at != nil {
 		fr.Attempt = funnel.Attempt{Kind: funnel.AttemptKind(at.Kind), Number: at.Number, Error: at.Error}
+	}
+	if req.ReferenceTime != "" {
+		if fr.Today, err = canon.ParseReference(req.ReferenceTime); err != nil {
+			return nil, 2, fmt.Errorf("reference_time: %w", err)
+		}
 	}
 	res, err := a.funnel.Check(ctx, fr)
 	if err != nil {
