@@ -85,7 +85,7 @@ func Analyze(ctx context.Context, enc Encoder, run *Run) (*Analysis, error) {
 			p = &def
 		}
 		a.Policy[i] = p
-		call, err := cn.Canonicalize(e.Tool, e.Arguments)
+		call, err := cn.CanonicalizeOn(e.Tool, e.Arguments, e.Today)
 		if err != nil {
 			continue // the check failed too; the event is not scored
 		}

@@ -28,7 +28,13 @@ const sgdRules = `- Every record (a transactional service call the SGD system ex
   same call by the annotation: ` + "`duplicate`" + `, tag ` + "`surface-value`" + ` (for one call in two, by hash).
 - Transient retries: for one successful call in four (by hash) the same call is retried
   with the same step while it is still running: ` + "`duplicate`" + `, tag ` + "`transient-retry`" + `.
-- Every event is tagged ` + "`write`" + ` (all are transactional intents).`
+- Every event is tagged ` + "`write`" + ` (all are transactional intents).
+- Every event carries ` + "`reference_time`" + ` 2019-03-01, the day the dialogues are set on: every relative date
+  the system confirms ("today", "next Monday", "Tuesday next week") names the date it would on Friday
+  2019-03-01 (2,388 of 2,388 in train and dev), as an agent that sends its own date would have it.`
+
+// sgdReferenceDate is the day SGD's dialogues are set on (see sgdRules).
+const sgdReferenceDate = "2019-03-01"
 
 var sgdImporter = Importer{
 	Name:    "sgd",
@@ -157,7 +163,7 @@ func importSGD(cfg ImportConfig) (ImportStats, error) {
 			tool := r.Service + "." + r.Method
 			used[tool] = true
 			step := strconv.Itoa(r.Turn)
-			base := Event{Session: "sgd-" + d, Workflow: "sgd-" + d, Tool: tool}
+			base := Event{Session: "sgd-" + d, Workflow: "sgd-" + d, Tool: tool, ReferenceTime: sgdReferenceDate}
 			// Corrections.
 			corrected := map[string]string{}
 			if len(r.Confirms) >= 2 {

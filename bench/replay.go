@@ -294,7 +294,7 @@ func (l *Local) Fail(ctx context.Context, tenant, key, token string, errJSON jso
 func requestOf(e *Event) funnel.Request {
 	return funnel.Request{
 		Tenant: e.Tenant, Session: e.Session, Workflow: e.Workflow, Step: e.Step, Key: e.Key,
-		Tool: e.Tool, Arguments: e.Arguments,
+		Tool: e.Tool, Arguments: e.Arguments, Today: e.Today,
 		Attempt: funnel.Attempt{Kind: funnel.AttemptKind(e.Attempt.Kind), Number: e.Attempt.Number},
 	}
 }

@@ -36,7 +36,7 @@ func (s *ServerChecker) Check(ctx context.Context, e *Event) (Decision, error) {
 	start := time.Now()
 	res, err := s.c.Check(ctx, client.CheckRequest{
 		SessionID: e.Session, WorkflowID: e.Workflow, StepID: e.Step, IdempotencyKey: e.Key,
-		Tool: e.Tool, Arguments: e.Arguments,
+		Tool: e.Tool, Arguments: e.Arguments, ReferenceTime: e.ReferenceTime,
 		Attempt: &client.Attempt{Kind: e.Attempt.Kind, Number: e.Attempt.Number},
 	})
 	if err != nil {

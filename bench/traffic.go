@@ -82,7 +82,14 @@ type Event struct {
 	Outcome   *Outcome        `json:"outcome,omitempty"`
 	Truth     *Truth          `json:"truth,omitempty"`
 	Tags      []string        `json:"tags,omitempty"`
+	// ReferenceTime (an idem extension of the v1 format) is the agent's
+	// date or date-time with offset when it made the call, sent as
+	// /v1/check's reference_time: relative dates in the arguments are
+	// read against it.
+	ReferenceTime string `json:"reference_time,omitempty"`
 
+	// Today is ReferenceTime's date, or zero.
+	Today canon.Date `json:"-"`
 	// Line is the event's 1-based line number in traffic.jsonl.
 	Line int `json:"-"`
 }
@@ -242,6 +249,13 @@ func parseEvent(b []byte, line int) (Event, error) {
 	}
 	if err := checkArguments(e.Arguments); err != "" {
 		return fail("arguments", "%s", err)
+	}
+	if e.ReferenceTime != "" {
+		d, err := canon.ParseReference(e.ReferenceTime)
+		if err != nil {
+			return fail("reference_time", "%v", err)
+		}
+		e.Today = d
 	}
 	switch e.Attempt.Kind {
 	case "":

@@ -207,6 +207,7 @@ func TestTypedSettingsReachCanon(t *testing.T) {
 	cfg, err := Load([]byte(`
 typed:
   currency: USD
+  timezone: Asia/Tokyo
 tools:
   rules:
     book_table:
@@ -240,5 +241,17 @@ tools:
 	}
 	if _, err := Load([]byte("typed:\n  year: sometimes\n"), nil); err == nil || !strings.Contains(err.Error(), "typed") {
 		t.Errorf("a bad typed setting: %v", err)
+	}
+	// 20:00 UTC on March 1st is March 2nd in Tokyo; book_table's own
+	// typed settings name no zone.
+	now := time.Date(2019, 3, 1, 20, 0, 0, 0, time.UTC)
+	if got := cn.Today("pay", now); got != (canon.Date{Year: 2019, Month: time.March, Day: 2}) {
+		t.Errorf("typed.timezone Asia/Tokyo: today %v, want 2019-03-02", got)
+	}
+	if got := cn.Today("book_table", now); !got.IsZero() {
+		t.Errorf("a tool whose typed settings name no zone: today %v", got)
+	}
+	if _, err := Load([]byte("typed:\n  timezone: Moon/Tranquility\n"), nil); err == nil || !strings.Contains(err.Error(), "typed.timezone") {
+		t.Errorf("a bad timezone: %v", err)
 	}
 }

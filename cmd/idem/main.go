@@ -8,6 +8,7 @@ import (
 	"os"
 	"sort"
 	"strings"
+	_ "time/tzdata" // typed.timezone works on hosts without a zoneinfo database
 )
 
 // version is set at build time with -ldflags "-X main.version=…".
