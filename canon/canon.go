@@ -505,7 +505,10 @@ func (w *walker) leaf(n *node, name string, s *schema, d decided, cls Class, rul
 		switch {
 		case typed != "":
 			if w.today.y != 0 && !w.relative && n.kind == kString && strings.HasPrefix(typed, "date ") {
-				_, w.relative = relativeDate(words(n.s), w.today)
+				var sh shape
+				if sh.scanWords(n.s); sh.relative {
+					_, w.relative = relativeDate(words(n.s), w.today)
+				}
 			}
 			// '@' starts no JSON value: a typed form never equals a
 			// value compared as its JSON.

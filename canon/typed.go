@@ -29,9 +29,11 @@ import (
 // (a booking for 19:30 replayed for 20:30) is worse than a missed one.
 //
 // What is deliberately not read (each stays a string):
-//   - relative dates ("today", "tomorrow", "next Monday", "the 11th",
-//     "4th of this month"): their value depends on a reference date the
-//     call does not carry, and canon is deterministic;
+//   - relative dates ("today", "tomorrow", "next Monday", "4th of this
+//     month") without a reference date: their value depends on the day
+//     they were said on. CanonicalizeOn reads them against one (see
+//     relativeDate for which and how); "the 11th" or "Friday" alone are
+//     never read;
 //   - numeric dates other than year first (03/01/2019) unless
 //     TypedConfig.DateOrder says which order the tool's users write;
 //   - 12-hour times without am/pm or a day period ("7:30", "half past 6"),

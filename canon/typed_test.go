@@ -505,18 +505,23 @@ func BenchmarkTypedCanonicalize(b *testing.B) {
 	on.Typed = TypedConfig{Year: "ignore", Currency: "USD"}
 	off := DefaultConfig()
 	off.Typed.Off = true
-	for _, call := range []struct{ name, args string }{{"1KB-booking", call1K}, {"sgd-restated", sgdCall}} {
+	// The SGD booking again with its date said as "next Friday", read
+	// against a reference date.
+	relCall := strings.Replace(sgdCall, `"March 1st"`, `"next Friday"`, 1)
+	friday := Date{2019, time.March, 1}
+	for _, call := range []struct{ name, args string }{{"1KB-booking", call1K}, {"sgd-restated", sgdCall}, {"sgd-relative-date", relCall}} {
 		for _, mode := range []struct {
-			name string
-			cfg  Config
-		}{{"typed-off", off}, {"typed-on", on}} {
+			name  string
+			cfg   Config
+			today Date
+		}{{"typed-off", off, Date{}}, {"typed-on", on, Date{}}, {"typed-on-reference-date", on, friday}} {
 			c := mustNew(b, mode.cfg)
 			args := []byte(call.args)
 			b.Run(call.name+"/"+mode.name, func(b *testing.B) {
 				b.SetBytes(int64(len(args)))
 				b.ReportAllocs()
 				for b.Loop() {
-					if _, err := c.Canonicalize("book", args); err != nil {
+					if _, err := c.CanonicalizeOn("book", args, mode.today); err != nil {
 						b.Fatal(err)
 					}
 				}
