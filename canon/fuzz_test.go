@@ -16,6 +16,7 @@ func FuzzCanonicalize(f *testing.F) {
 		`{"a":"\ud83d\ude00","b":"\ud800"}`, `{"a":{"a":{"a":[[[[{}]]]]}}}`,
 		"{\"cafe\u0301\":1,\"café\":2}", `{"request_id":"x","items":[{"nonce":1,"v":2}]}`,
 		`{"to":"a@b.co","body":"some words here that are prose.","cmd":"ls -la"}`, `[1]`, `{"a":1,}`,
+		`{"date":"next Monday","check_in_date":"tomorrow","when":["today","Tuesday next week"]}`,
 	}
 	for _, s := range seeds {
 		f.Add("tool", []byte(s))
@@ -52,6 +53,15 @@ func FuzzCanonicalize(f *testing.F) {
 		}
 		if len(call.TextView()) > cfg.MaxTextView {
 			t.Fatalf("text view of %d bytes exceeds %d", len(call.TextView()), cfg.MaxTextView)
+		}
+		// A reference date changes the identity digest at most: the
+		// canonical bytes and the hash stay exact.
+		on, err := c.CanonicalizeOn(tool, args, Date{2019, 3, 1})
+		if err != nil {
+			t.Fatalf("accepted without a reference date, refused with one: %v", err)
+		}
+		if !bytes.Equal(on.Canonical, call.Canonical) || on.Hash != call.Hash || !on.Relative && on.IdentityDigest != call.IdentityDigest {
+			t.Fatalf("a reference date changed more than relative dates' digest: %q", args)
 		}
 	})
 }

@@ -208,3 +208,24 @@ func FuzzTypedDetect(f *testing.F) {
 		}
 	})
 }
+
+// FuzzParseReference: a reference date read from any input is a real
+// date, and its spelling reads back as the same date.
+func FuzzParseReference(f *testing.F) {
+	for _, s := range []string{"2019-03-01", "2019-03-01T21:00:00-08:00", "2019-03-01T23:30:00.5+14:00", "2019-02-29", "next Friday", "2019-03-01T21:00:00"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		d, err := ParseReference(s)
+		if err != nil {
+			return
+		}
+		if !validDate(d.date()) || d.Year < 1 || d.Year > 9999 {
+			t.Fatalf("%q read as %+v", s, d)
+		}
+		again, err := ParseDate(d.String())
+		if err != nil || again != d {
+			t.Fatalf("%q → %v → %v, %v", s, d, again, err)
+		}
+	})
+}

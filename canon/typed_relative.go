@@ -36,14 +36,23 @@ func ParseDate(s string) (Date, error) {
 // date-time with its offset ("2019-03-01T21:00:00-08:00"), whose date is
 // read in that offset (there, 2019-03-01; in UTC it would be March 2nd).
 func ParseReference(s string) (Date, error) {
+	var d Date
 	if len(s) == len(time.DateOnly) {
-		return ParseDate(s)
+		var err error
+		if d, err = ParseDate(s); err != nil {
+			return Date{}, err
+		}
+	} else {
+		t, err := time.Parse(time.RFC3339Nano, s)
+		if err != nil {
+			return Date{}, fmt.Errorf("%q is neither a date (YYYY-MM-DD) nor an RFC 3339 date-time with an offset", s)
+		}
+		d = DateOf(t)
 	}
-	t, err := time.Parse(time.RFC3339Nano, s)
-	if err != nil {
-		return Date{}, fmt.Errorf("%q is neither a date (YYYY-MM-DD) nor an RFC 3339 date-time with an offset", s)
+	if d.Year < 1 {
+		return Date{}, fmt.Errorf("%q: no year 0", s)
 	}
-	return DateOf(t), nil
+	return d, nil
 }
 
 // IsZero reports whether d is the zero Date.

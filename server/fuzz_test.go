@@ -14,6 +14,7 @@ func FuzzDecodeCheck(f *testing.F) {
 		`{"session_id":"s","workflow_id":"w","step_id":"1","tool":"t","arguments":{"a":1}}`,
 		`{"session_id":"s","idempotency_key":"k","tool":"t","arguments":"{\"a\":1}","attempt":{"kind":"sampling","number":2,"error":{"code":429}},"wait_ms":100,"takeover":true}`,
 		`{"session_id":"s","arguments":{"n":12345678901234567890}}`,
+		`{"session_id":"s","tool":"t","arguments":{"date":"next Monday"},"reference_time":"2019-03-01T21:00:00-08:00"}`,
 		`{"session_id":5}`, `{"x":1}`, `[]`, `{"session_id":"\ud800"}`, "{\"a\":\"\xff\"}", `{} {}`, ``,
 	} {
 		f.Add([]byte(s))
