@@ -21,11 +21,13 @@ func init() {
 	})
 }
 
-const canonUsage = `usage: idem canon [--json] [--tools FILE] [CALL]
+const canonUsage = `usage: idem canon [--json] [--tools FILE] [--reference-time T] [CALL]
 
 CALL is {"tool": NAME, "arguments": OBJECT-OR-STRING}; without it the call is
 read from standard input. --tools reads tool definitions (OpenAI function
 tools or MCP tools, a JSON array) whose schemas decide field classes.
+--reference-time (2019-03-01, or an RFC 3339 date-time with offset) reads
+relative dates ("tomorrow", "next Monday") against that day.
 `
 
 // canonOutput is the --json form of a canonicalized call.
@@ -45,12 +47,20 @@ func runCanon(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs.Usage = func() { io.WriteString(stderr, canonUsage) }
 	asJSON := fs.Bool("json", false, "print JSON")
 	toolsFile := fs.String("tools", "", "tool definitions file")
+	refTime := fs.String("reference-time", "", "the day relative dates are read against")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
 	fail := func(format string, a ...any) int {
 		fmt.Fprintf(stderr, "idem canon: "+format+"\n", a...)
 		return 2
+	}
+	var today canon.Date
+	if *refTime != "" {
+		var err error
+		if today, err = canon.ParseReference(*refTime); err != nil {
+			return fail("--reference-time: %v", err)
+		}
 	}
 	cfg := canon.DefaultConfig()
 	if *toolsFile != "" {
@@ -90,7 +100,7 @@ func runCanon(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail("%v", err)
 	}
-	call, err := c.Canonicalize(tool, arguments)
+	call, err := c.CanonicalizeOn(tool, arguments, today)
 	if err != nil {
 		return fail("%s", strings.TrimPrefix(err.Error(), "canon: "))
 	}

@@ -63,6 +63,20 @@ func TestCanonCommandUsesToolSchemas(t *testing.T) {
 	}
 }
 
+func TestCanonCommandReadsRelativeDatesOnTheReferenceDay(t *testing.T) {
+	call := `{"tool":"book","arguments":{"restaurant":"Sino","date":"next Monday"}}`
+	code, out, errs := runIdem(t, "", "canon", "--reference-time", "2019-03-01T21:00:00-08:00", call)
+	if code != 0 || !strings.Contains(out, "(date 2019-03-04)") {
+		t.Errorf("exit %d, %s\n%s: want next Monday read as 2019-03-04", code, errs, out)
+	}
+	if _, out, _ = runIdem(t, "", "canon", call); strings.Contains(out, "(date ") {
+		t.Errorf("next Monday read without a reference date:\n%s", out)
+	}
+	if code, _, errs = runIdem(t, "", "canon", "--reference-time", "Friday", call); code != 2 || !strings.Contains(errs, "--reference-time") {
+		t.Errorf("a bad --reference-time: exit %d, %q", code, errs)
+	}
+}
+
 func TestCanonCommandRejectsBadInputWithOneLine(t *testing.T) {
 	cases := []struct {
 		name, in, want string
