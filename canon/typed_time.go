@@ -359,9 +359,10 @@ func (r *typedRules) dateForm(v string, today date) string {
 		d = date{y: atoi(v[:4]), m: atoi(v[5:7]), d: atoi(v[8:])}
 		ok = v[0] != '0' && validDate(d)
 	} else {
-		d, ok = parseDate(v, r.dateOrder)
+		w := words(v)
+		d, ok = parseDateWords(w, r.dateOrder)
 		if !ok && today.y != 0 {
-			d, ok = relativeDate(words(v), today)
+			d, ok = relativeDate(w, today)
 		}
 	}
 	if !ok {
@@ -387,8 +388,10 @@ func (r *typedRules) dateForm(v string, today date) string {
 // "Mar 1, 2019", "1 March 2019", "1st of March", "the first of March",
 // "Friday, March 1, 2019" (a weekday only with a year, and it must be the
 // date's). Relative dates and two-digit years are refused.
-func parseDate(v string, order byte) (date, bool) {
-	w := words(v)
+func parseDate(v string, order byte) (date, bool) { return parseDateWords(words(v), order) }
+
+// parseDateWords is parseDate on v's words.
+func parseDateWords(w []string, order byte) (date, bool) {
 	if len(w) == 1 {
 		return numericDate(w[0], order)
 	}
