@@ -500,16 +500,10 @@ func (w *walker) leaf(n *node, name string, s *schema, d decided, cls Class, rul
 		w.tids = append(w.tids, '=')
 		typed := ""
 		if w.rules.typed != nil {
-			typed = w.rules.typed.typedForm(n, s, leafInfo{name: name, typ: d.typ, aliases: d.aliases, today: w.today})
+			typed = w.rules.typed.typedForm(n, s, leafInfo{name: name, typ: d.typ, aliases: d.aliases, today: w.today}, &w.relative)
 		}
 		switch {
 		case typed != "":
-			if w.today.y != 0 && !w.relative && n.kind == kString && strings.HasPrefix(typed, "date ") {
-				var sh shape
-				if sh.scanWords(n.s); sh.relative {
-					_, w.relative = relativeDate(words(n.s), w.today)
-				}
-			}
 			// '@' starts no JSON value: a typed form never equals a
 			// value compared as its JSON.
 			w.fields[len(w.fields)-1].Typed = typed

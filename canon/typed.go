@@ -241,8 +241,9 @@ type leafInfo struct {
 }
 
 // typedForm returns the typed normal form of an identity leaf, or "" when
-// the value stays untyped.
-func (r *typedRules) typedForm(n *node, s *schema, li leafInfo) string {
+// the value stays untyped. It sets *relative when the form is a relative
+// date read against li.today.
+func (r *typedRules) typedForm(n *node, s *schema, li leafInfo, relative *bool) string {
 	switch n.kind {
 	case kBool:
 		if n.s == "true" {
@@ -281,7 +282,7 @@ func (r *typedRules) typedForm(n *node, s *schema, li leafInfo) string {
 	}
 	switch typ {
 	case "":
-		return r.detect(v, li)
+		return r.detect(v, li, relative)
 	case "enum":
 		// A restated member may differ from the schema's spelling in case
 		// and spaces; a value that folds to no member (or to several)
@@ -305,7 +306,7 @@ func (r *typedRules) typedForm(n *node, s *schema, li leafInfo) string {
 		}
 		return "enum " + found
 	}
-	return r.asType(typ, v, li)
+	return r.asType(typ, v, li, relative)
 }
 
 // maxTypedLen bounds the values the parsers look at: no date, time,
@@ -349,18 +350,18 @@ func (s *schema) typedType(v string) string {
 }
 
 // asType reads v as the given type only.
-func (r *typedRules) asType(typ, v string, li leafInfo) string {
+func (r *typedRules) asType(typ, v string, li leafInfo, relative *bool) string {
 	name := li.name
 	switch typ {
 	case TypeDate:
-		return r.dateForm(v, li.today)
+		return r.dateForm(v, li.today, relative)
 	case TypeTime:
 		return r.timeForm(v)
 	case TypeDateTime:
 		if f := r.dateTimeForm(v); f != "" {
 			return f
 		}
-		return r.dateForm(v, li.today)
+		return r.dateForm(v, li.today, relative)
 	case TypeNumber:
 		if f := r.numberForm(v, true); f != "" {
 			return f
@@ -402,12 +403,12 @@ func (r *typedRules) asType(typ, v string, li leafInfo) string {
 
 // detect reads v by its shape alone. The parsers accept disjoint shapes,
 // so the order only saves time.
-func (r *typedRules) detect(v string, li leafInfo) string {
+func (r *typedRules) detect(v string, li leafInfo, relative *bool) string {
 	var sh shape
 	sh.scan(v)
 	hints := nameHints(li.name)
 	if sh.relative && hints&hintDate != 0 && li.today.y != 0 {
-		if f := r.dateForm(v, li.today); f != "" {
+		if f := r.dateForm(v, li.today, relative); f != "" {
 			return f
 		}
 	}
@@ -436,7 +437,7 @@ func (r *typedRules) detect(v string, li leafInfo) string {
 			}
 		}
 		if sh.month {
-			if f := r.dateForm(v, date{}); f != "" {
+			if f := r.dateForm(v, date{}, nil); f != "" {
 				return f
 			}
 		}
@@ -463,7 +464,7 @@ func (r *typedRules) detect(v string, li leafInfo) string {
 		}
 	}
 	if sh.month || sh.words == 1 && (sh.dash || sh.slash || sh.dot) {
-		if f := r.dateForm(v, date{}); f != "" {
+		if f := r.dateForm(v, date{}, nil); f != "" {
 			return f
 		}
 	}

@@ -52,11 +52,11 @@ func FuzzTypedDate(f *testing.F) {
 			}
 		}
 		for _, r := range fuzzRules {
-			form := r.dateForm(v, date{})
+			form := r.dateForm(v, date{}, nil)
 			if form == "" {
 				continue
 			}
-			if again := r.dateForm(strings.TrimPrefix(form, "date "), date{}); again != form {
+			if again := r.dateForm(strings.TrimPrefix(form, "date "), date{}, nil); again != form {
 				t.Fatalf("%q → %q → %q", v, form, again)
 			}
 		}
@@ -84,11 +84,11 @@ func FuzzTypedRelativeDate(f *testing.F) {
 			t.Fatalf("%q on %v read as %+v", v, today, d)
 		}
 		for _, r := range fuzzRules {
-			form := r.dateForm(v, today)
+			form := r.dateForm(v, today, nil)
 			if form == "" {
 				t.Fatalf("%q on %v: relativeDate reads it, dateForm does not", v, today)
 			}
-			if again := r.dateForm(strings.TrimPrefix(form, "date "), today); again != form {
+			if again := r.dateForm(strings.TrimPrefix(form, "date "), today, nil); again != form {
 				t.Fatalf("%q → %q → %q", v, form, again)
 			}
 		}
@@ -201,7 +201,7 @@ func FuzzTypedDetect(f *testing.F) {
 	f.Fuzz(func(t *testing.T, v, name string) {
 		li := leafInfo{name: name, today: date{2019, 3, 1}}
 		for _, r := range fuzzRules {
-			a, b := r.detect(v, li), r.detect(v, li)
+			a, b := r.detect(v, li, nil), r.detect(v, li, nil)
 			if a != b {
 				t.Fatalf("%q read as %q, then %q", v, a, b)
 			}

@@ -350,8 +350,9 @@ var ordinalWords = map[string]int{
 type date struct{ y, m, d int }
 
 // dateForm reads v as a calendar date, or returns "". A relative date is
-// read only against a reference date (today not zero).
-func (r *typedRules) dateForm(v string, today date) string {
+// read only against a reference date (today not zero), and then sets
+// *relative when relative is not nil.
+func (r *typedRules) dateForm(v string, today date, relative *bool) string {
 	var d date
 	var ok bool
 	if len(v) == 10 && v[4] == '-' && v[7] == '-' && digits(v[:4]) && digits(v[5:7]) && digits(v[8:]) {
@@ -362,7 +363,9 @@ func (r *typedRules) dateForm(v string, today date) string {
 		w := words(v)
 		d, ok = parseDateWords(w, r.dateOrder)
 		if !ok && today.y != 0 {
-			d, ok = relativeDate(w, today)
+			if d, ok = relativeDate(w, today); ok && relative != nil {
+				*relative = true
+			}
 		}
 	}
 	if !ok {
