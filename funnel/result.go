@@ -139,8 +139,9 @@ type Result struct {
 	// into windows, a judge error, arguments that differ from the record
 	// a key replays.
 	Notes []string `json:"notes,omitempty"`
-	// ReferenceDate is the day the call's relative dates were read
-	// against (YYYY-MM-DD), or "" when they were not read.
+	// ReferenceDate is the day relative dates in the call are read
+	// against (YYYY-MM-DD): the request's Today or the day in the tool's
+	// typed timezone; "" when the check had neither.
 	ReferenceDate string `json:"reference_date,omitempty"`
 	// Hash and IdentityDigest of the canonical call (hex in JSON).
 	Hash           uint64 `json:"-"`
