@@ -80,7 +80,7 @@ func newEnv(t testing.TB, o options) *env {
 
 // newFunnel builds a funnel on led with the real built-in encoder (unless
 // o says otherwise) and an index of its own.
-func newFunnel(t testing.TB, led *ledger.Ledger, now func() time.Time, o options) *Funnel {
+func newFunnel(t testing.TB, led Ledger, now func() time.Time, o options) *Funnel {
 	t.Helper()
 	cn, err := canon.New(canon.DefaultConfig())
 	if err != nil {

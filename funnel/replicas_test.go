@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,9 +21,10 @@ import (
 // TestReplicasRacingTwinsExecuteOnce: two replicas (two funnels, each
 // with its own session views and index, on one ledger) are asked at the
 // same instant for the same effect under different keys (different step
-// ids) in one session. Neither has seen the other's call when it looks;
-// the session fence makes the later claim look again, so exactly one of
-// them executes, round after round. Without the fence both execute.
+// ids) in one session. Both have looked before either claims (a meeting
+// holds the first claims), so neither has seen the other's call; the
+// session fence makes the later claim look again, so exactly one of them
+// executes, round after round. Without the fence both execute every round.
 //
 // It runs on Badger (one store under both funnels) and, with
 // IDEM_TEST_POSTGRES_DSN set (scripts/with-postgres), on PostgreSQL with a
@@ -60,8 +62,50 @@ func TestReplicasRacingTwinsExecuteOnce(t *testing.T) {
 	})
 }
 
+// meeting holds the first claims of two racing checks until both have
+// arrived, so that each has looked at the session before either claims:
+// the race the fence is for, every round rather than when the scheduler
+// happens to allow it. Later claims (a fenced claim's retries) pass.
+type meeting struct {
+	mu      sync.Mutex // guards arrived
+	arrived int
+	all     chan struct{} // closed when both have arrived
+}
+
+func newMeeting() *meeting { return &meeting{all: make(chan struct{})} }
+
+func (m *meeting) arrive() {
+	m.mu.Lock()
+	m.arrived++
+	if m.arrived == 2 {
+		close(m.all)
+	}
+	m.mu.Unlock()
+	select {
+	case <-m.all:
+	case <-time.After(5 * time.Second): // the other check decided without claiming
+	}
+}
+
+// meetingLedger is a replica's ledger whose claims go through the round's
+// meeting, when there is one.
+type meetingLedger struct {
+	*ledger.Ledger
+	meeting *atomic.Pointer[meeting]
+}
+
+func (l meetingLedger) Claim(ctx context.Context, req ledger.ClaimRequest) (ledger.Claim, error) {
+	if m := l.meeting.Load(); m != nil {
+		m.arrive()
+	}
+	return l.Ledger.Claim(ctx, req)
+}
+
 func raceReplicas(t *testing.T, stores [2]ledger.Store, now func() time.Time) {
-	var replicas [2]*Funnel
+	var (
+		replicas [2]*Funnel
+		meet     atomic.Pointer[meeting]
+	)
 	for i, st := range stores {
 		lcfg := ledger.DefaultConfig()
 		lcfg.Now = now
@@ -71,7 +115,7 @@ func raceReplicas(t *testing.T, stores [2]ledger.Store, now func() time.Time) {
 		}
 		// A budget the race detector cannot run out: a fallback would
 		// decide instead of the stages under test.
-		replicas[i] = newFunnel(t, led, now, options{budget: time.Minute})
+		replicas[i] = newFunnel(t, meetingLedger{led, &meet}, now, options{budget: time.Minute})
 	}
 	cases := []struct {
 		name, tool, a, b string
@@ -93,6 +137,7 @@ func raceReplicas(t *testing.T, stores [2]ledger.Store, now func() time.Time) {
 						t.Fatal(err)
 					}
 				}
+				meet.Store(newMeeting())
 				var (
 					wg      sync.WaitGroup
 					start   = make(chan struct{})
@@ -109,6 +154,7 @@ func raceReplicas(t *testing.T, stores [2]ledger.Store, now func() time.Time) {
 				}
 				close(start)
 				wg.Wait()
+				meet.Store(nil)
 				executes := 0
 				for i, r := range results {
 					if errs[i] != nil {
