@@ -1087,7 +1087,7 @@ func (f *Funnel) claim(ctx context.Context, c *check) error {
 			continue
 		}
 		if err != nil {
-			if moved != nil {
+			if errors.Is(err, ledger.ErrSessionMoved) {
 				f.log.WarnContext(ctx, "funnel: the session kept moving under the claim", "tenant", c.req.Tenant, "key", c.key, "rounds", round)
 			}
 			return err
