@@ -3,6 +3,7 @@ package funnel
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -255,4 +256,39 @@ func TestRestartedNumberingReloadsTheView(t *testing.T) {
 	e.f.ledger = &restarter{Ledger: e.ledger}
 	want(t, e.check(t, Request{Step: "3", Tool: "refund", Arguments: []byte(`{"order_id":"O3"}`)}), Execute, StageNew)
 	want(t, e.check(t, Request{Step: "4", Tool: "refund", Arguments: []byte(`{"order_id":"O1"}`)}), Duplicate, StageExact)
+}
+
+// restless refuses every fenced claim: a session other replicas claim in
+// faster than this one can compare.
+type restless struct {
+	*ledger.Ledger
+	refused atomic.Int32
+}
+
+func (l *restless) Claim(ctx context.Context, req ledger.ClaimRequest) (ledger.Claim, error) {
+	if req.Fenced {
+		l.refused.Add(1)
+		return ledger.Claim{}, fmt.Errorf("claim %q: %w", req.Key, &ledger.SessionMovedError{Seen: req.SessionSeen, Last: req.SessionSeen})
+	}
+	return l.Ledger.Claim(ctx, req)
+}
+
+// TestSessionThatKeepsMovingGivesUp: a claim refused round after round
+// gives up after maxFenceRounds with ErrSessionMoved (the server's 503),
+// having written nothing.
+func TestSessionThatKeepsMovingGivesUp(t *testing.T) {
+	e := newEnv(t, options{})
+	l := &restless{Ledger: e.ledger}
+	e.f.ledger = l
+	_, err := e.f.Check(t.Context(), Request{Tenant: "acme", Session: "s1", Workflow: "wf", Step: "1", Tool: "refund",
+		Arguments: []byte(`{"order_id":"O1"}`)})
+	if !errors.Is(err, ledger.ErrSessionMoved) {
+		t.Fatalf("Check: %v, want ErrSessionMoved", err)
+	}
+	if n := l.refused.Load(); n != maxFenceRounds {
+		t.Errorf("%d fenced claims, want %d", n, maxFenceRounds)
+	}
+	if recs, err := e.ledger.Session(t.Context(), "acme", "s1", 0, 0); err != nil || len(recs) != 0 {
+		t.Errorf("session holds %d records (%v), want none", len(recs), err)
+	}
 }
