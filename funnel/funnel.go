@@ -1016,29 +1016,27 @@ func Windows(tok Tokenizer, text string) ([]string, error) {
 	return out, nil
 }
 
+// maxFenceRounds bounds how often a claim is fenced again after the
+// session moved on under it (see claim).
+const maxFenceRounds = 8
+
 // claim claims the key for execution. Under the session's lock it first
 // compares the call with calls claimed in the session since this check
 // looked, so two checks of one session racing each other in this process
 // cannot both execute the same effect.
+//
+// Other replicas do not take this lock, so the claim is fenced on the
+// newest session Seq the call was compared with: if a call of another
+// replica took a number since, the ledger refuses the claim
+// (ledger.ErrSessionMoved, nothing written), and the claim refreshes the
+// view, compares the call with what arrived, and tries again, at most
+// maxFenceRounds times; then the error goes to the caller, who may retry.
+// The fence is on only while the late look is (the policy is semantic and
+// nothing matched yet): otherwise a late arrival would change nothing.
 func (f *Funnel) claim(ctx context.Context, c *check) error {
 	s := f.sessions.get(c.scope)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if c.pol.Semantic {
-		if _, err := f.refresh(ctx, s, c.req.Tenant, c.req.Session, c.scope); err != nil {
-			return err
-		}
-		if late := s.since(c.seenSeq); len(late) > 0 && c.res.Match == nil {
-			// Under the session's lock: a match is answered as it stands,
-			// without waiting for it (that would hold up the session).
-			c.locked = true
-			done, err := f.late(ctx, c, late)
-			c.locked = false
-			if err != nil || done {
-				return err
-			}
-		}
-	}
 	req := ledger.ClaimRequest{
 		Tenant: c.req.Tenant, Key: c.key, Session: c.req.Session, Workflow: c.req.Workflow,
 		Step: c.req.Step, Tool: c.req.Tool, Canonical: c.call.Canonical, Hash: c.call.Hash,
@@ -1048,20 +1046,63 @@ func (f *Funnel) claim(ctx context.Context, c *check) error {
 		req.Embedding = slices.Concat(c.windows...)
 		req.EmbeddingModel = f.embedder.Name()
 	}
-	start := time.Now()
-	got, err := f.ledger.Claim(ctx, req)
-	c.res.TimingsUS["claim"] += time.Since(start).Microseconds()
-	c.mark = time.Now()
-	if err != nil {
-		return err
+	var moved *ledger.SessionMovedError // the last refusal, told to the view after its refresh
+	for round := 1; ; round++ {
+		req.Fenced, req.SessionSeen = false, 0
+		if c.pol.Semantic {
+			if moved != nil && moved.Last < s.lastSeq {
+				f.log.WarnContext(ctx, "funnel: session numbering restarted; reloading its view", "tenant", c.req.Tenant)
+				s.reset()
+				c.seenSeq = 0
+			}
+			if _, err := f.refresh(ctx, s, c.req.Tenant, c.req.Session, c.scope); err != nil {
+				return err
+			}
+			if moved != nil {
+				// Listed after the refusal: the view holds every live
+				// record numbered up to where the counter stood.
+				s.covered = max(s.covered, moved.Last)
+			}
+			if c.res.Match == nil {
+				if late := s.since(c.seenSeq); len(late) > 0 {
+					// Under the session's lock: a match is answered as it stands,
+					// without waiting for it (that would hold up the session).
+					c.locked = true
+					done, err := f.late(ctx, c, late)
+					c.locked = false
+					if err != nil || done {
+						return err
+					}
+				}
+				c.seenSeq = s.lastSeq
+				req.Fenced, req.SessionSeen = c.res.Match == nil && c.req.Session != "", s.covered
+			}
+		}
+		start := time.Now()
+		got, err := f.ledger.Claim(ctx, req)
+		c.res.TimingsUS["claim"] += time.Since(start).Microseconds()
+		c.mark = time.Now()
+		if m, ok := errors.AsType[*ledger.SessionMovedError](err); ok && round < maxFenceRounds {
+			moved = m
+			continue
+		}
+		if err != nil {
+			if errors.Is(err, ledger.ErrSessionMoved) {
+				f.log.WarnContext(ctx, "funnel: the session kept moving under the claim", "tenant", c.req.Tenant, "key", c.key, "rounds", round)
+			}
+			return err
+		}
+		if round > 1 {
+			c.note("the session moved on during the claim; compared again %d times", round-1)
+		}
+		if got.Outcome != ledger.Claimed {
+			// Another check of this key won the race.
+			_, err := f.decideKey(ctx, c, got, false)
+			return err
+		}
+		f.granted(c, s, &got)
+		return nil
 	}
-	if got.Outcome != ledger.Claimed {
-		// Another check of this key won the race.
-		_, err := f.decideKey(ctx, c, got, false)
-		return err
-	}
-	f.granted(c, s, &got)
-	return nil
 }
 
 // late compares the call with entries claimed after this check looked.

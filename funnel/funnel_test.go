@@ -75,6 +75,13 @@ func newEnv(t testing.TB, o options) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return &env{f: newFunnel(t, led, clk.now, o), ledger: led, clock: clk}
+}
+
+// newFunnel builds a funnel on led with the real built-in encoder (unless
+// o says otherwise) and an index of its own.
+func newFunnel(t testing.TB, led Ledger, now func() time.Time, o options) *Funnel {
+	t.Helper()
 	cn, err := canon.New(canon.DefaultConfig())
 	if err != nil {
 		t.Fatal(err)
@@ -91,7 +98,7 @@ func newEnv(t testing.TB, o options) *env {
 	}
 	t.Cleanup(func() { idx.Close(context.Background()) })
 	cfg := DefaultConfig()
-	cfg.Now = clk.now
+	cfg.Now = now
 	if o.policies != nil {
 		cfg.Policies = o.policies
 	}
@@ -106,7 +113,7 @@ func newEnv(t testing.TB, o options) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &env{f: f, ledger: led, clock: clk}
+	return f
 }
 
 func (e *env) check(t testing.TB, r Request) Result {

@@ -35,6 +35,11 @@ type session struct {
 	mu      sync.Mutex
 	loaded  bool
 	lastSeq uint64 // the newest Seq the ledger's listing brought
+	// covered is the session counter's value up to which the view holds
+	// every live record: lastSeq, or more once a refused fence has told of
+	// numbers that no live record holds (forgotten or expired records,
+	// numbers taken by lost writes). A fenced claim is fenced on it.
+	covered uint64
 	byKey   map[string]*entry
 	byHash  map[uint64][]*entry
 	byTool  map[string][]*entry
@@ -43,6 +48,16 @@ type session struct {
 
 func newSession() *session {
 	return &session{byKey: map[string]*entry{}, byHash: map[uint64][]*entry{}, byTool: map[string][]*entry{}}
+}
+
+// reset empties the view, for a session whose numbering restarted (all its
+// records and its counter expired): the next refresh lists it anew.
+func (s *session) reset() {
+	s.loaded, s.lastSeq, s.covered = false, 0, 0
+	clear(s.byKey)
+	clear(s.byHash)
+	clear(s.byTool)
+	s.order = nil
 }
 
 // add records e; a key seen before is replaced (a FAILED transient key
@@ -173,6 +188,7 @@ func (f *Funnel) refresh(ctx context.Context, s *session, tenant, sess, scope st
 		// commit after another replica's, and the listing must still
 		// bring that one.
 		s.lastSeq = max(s.lastSeq, r.Seq)
+		s.covered = max(s.covered, s.lastSeq)
 		added = append(added, e)
 		if f.index != nil && e.text && e.model == f.embedder.Name() {
 			vecs = append(vecs, index.Entry{ID: e.key, Tag: e.tool, Seq: e.seq, Vector: r.Embedding[:f.dim]})

@@ -31,7 +31,31 @@ var (
 	// ErrUnavailable: the store cannot be reached right now (a database
 	// connection lost, a statement timed out); the caller may retry.
 	ErrUnavailable = errors.New("ledger: store unavailable")
+	// ErrSessionMoved: a fenced claim (ClaimRequest.Fenced) would have
+	// taken a new Seq, but the session's counter was no longer the one the
+	// caller had compared against; nothing was written. The error is a
+	// *SessionMovedError saying where the counter stands. The caller
+	// compares its call with what arrived since and claims again.
+	ErrSessionMoved = errors.New("ledger: session moved on")
 )
+
+// SessionMovedError reports a fenced claim refused because the session's
+// counter had moved; it matches ErrSessionMoved and is immutable.
+type SessionMovedError struct {
+	Seen uint64 // the counter value the claim was fenced on
+	// Last is the counter's committed value when the store refused: a
+	// listing of the session started after the refusal holds every live
+	// record numbered up to Last. It is lower than Seen when the session's
+	// numbering restarted (its records and counter expired).
+	Last uint64
+}
+
+func (e *SessionMovedError) Error() string {
+	return fmt.Sprintf("ledger: session moved on: fenced at seq %d, counter at %d", e.Seen, e.Last)
+}
+
+// Is reports whether target is ErrSessionMoved.
+func (e *SessionMovedError) Is(target error) bool { return target == ErrSessionMoved }
 
 // FieldError reports a bad argument and names it; it is immutable. It matches
 // ErrInvalidInput, or ErrTooLarge when the value is over a size limit.

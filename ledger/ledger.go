@@ -96,6 +96,18 @@ type ClaimRequest struct {
 	Attempt int
 	// Lease overrides Config.Lease for this claim when positive.
 	Lease time.Duration
+
+	// Fenced makes the claim conditional on the session: when it would
+	// write a record that takes a new Seq of (Tenant, Session), the store
+	// writes only if the session's counter still stands at SessionSeen,
+	// the newest Seq the caller has compared its call against; otherwise
+	// the claim writes nothing and fails with ErrSessionMoved. A claim that
+	// finds its key held (InProgress, Duplicate, …) answers as unfenced.
+	// With an empty Session the fence is ignored. A bool beside a plain
+	// number, rather than a pointer, keeps the request a plain value whose
+	// zero is the unfenced claim.
+	Fenced      bool
+	SessionSeen uint64
 }
 
 func (l *Ledger) checkClaim(req *ClaimRequest) error {
@@ -133,7 +145,9 @@ func (l *Ledger) checkClaim(req *ClaimRequest) error {
 // Claim claims req.Key for execution. When the key is free (absent, past
 // retention, or FAILED transient) the answer is Claimed with a new lease
 // token; otherwise it says what holds the key: InProgress, Duplicate,
-// FailedPermanent or Uncertain, with that record.
+// FailedPermanent or Uncertain, with that record. A fenced claim
+// (req.Fenced) of a free key fails with ErrSessionMoved, writing nothing,
+// when the session has moved past req.SessionSeen.
 func (l *Ledger) Claim(ctx context.Context, req ClaimRequest) (Claim, error) {
 	return l.claim(ctx, req, false)
 }
@@ -163,7 +177,17 @@ func (l *Ledger) claim(ctx context.Context, req ClaimRequest, takeover bool) (Cl
 		out     Claim
 		written *Record
 	)
-	err := l.store.Update(ctx, req.Tenant, req.Key, func(cur *Record) (*Record, error) {
+	update := l.store.Update
+	if req.Fenced && req.Session != "" {
+		fs, ok := l.store.(FencedStore)
+		if !ok {
+			return Claim{}, fmt.Errorf("%s %q: fenced claim: the store cannot fence: %w", op, req.Key, errors.ErrUnsupported)
+		}
+		update = func(ctx context.Context, tenant, key string, fn func(*Record) (*Record, error)) error {
+			return fs.UpdateFenced(ctx, tenant, key, req.SessionSeen, fn)
+		}
+	}
+	err := update(ctx, req.Tenant, req.Key, func(cur *Record) (*Record, error) {
 		now := l.now()
 		ms := now.UnixMilli()
 		out, written = Claim{}, nil

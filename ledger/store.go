@@ -62,3 +62,22 @@ type Store interface {
 	// spuriously rather than miss one: waiters re-read after each wake-up.
 	Watch(tenant, key string) (changed <-chan struct{}, stop func())
 }
+
+// FencedStore is a Store that can make a write conditional on a session's
+// counter, which is what a fenced claim (ClaimRequest.Fenced) needs. A
+// Store that does not implement it refuses fenced claims (errors.ErrUnsupported).
+// ledger/badger and ledger/postgres implement it.
+type FencedStore interface {
+	Store
+
+	// UpdateFenced is Update with a fence on the counter of the written
+	// record's (Tenant, Session): when the record fn returns would take a
+	// new Seq (Seq 0, Session not empty), it is written only if that
+	// counter's committed value is exactly seen (a counter never used, or
+	// one that expired, counts as 0), checked atomically with the write.
+	// Otherwise nothing is written and UpdateFenced returns a
+	// *SessionMovedError holding the counter's value, at once, without
+	// re-running fn. When fn writes nothing, or writes a record that keeps
+	// its Seq, the fence plays no part and UpdateFenced is Update.
+	UpdateFenced(ctx context.Context, tenant, key string, seen uint64, fn func(cur *Record) (*Record, error)) error
+}

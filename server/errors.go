@@ -68,7 +68,10 @@ func statusOf(err error) (status int, detail, field string) {
 		return http.StatusConflict, "token: not the key's current lease token (the lease was taken over or the key claimed again)", "token"
 	case errors.Is(err, ledger.ErrNotPending):
 		return http.StatusConflict, "key: the record is already completed or failed", "key"
-	case errors.Is(err, ledger.ErrConflict), errors.Is(err, ledger.ErrUnavailable), errors.Is(err, context.DeadlineExceeded):
+	case errors.Is(err, ledger.ErrConflict), errors.Is(err, ledger.ErrSessionMoved),
+		errors.Is(err, ledger.ErrUnavailable), errors.Is(err, context.DeadlineExceeded):
+		// ErrSessionMoved: the session kept changing under a claim (other
+		// replicas claiming in it); nothing was written, a retry is safe.
 		return http.StatusServiceUnavailable, "busy: try again", ""
 	}
 	return http.StatusInternalServerError, "internal error (details are in the server's log)", ""

@@ -26,12 +26,16 @@ var syncModes = []struct {
 }{{"sync=on", true}, {"sync=off", false}}
 
 // BenchmarkClaim: one claim per iteration. new: every claim inserts a
-// fresh key (a write, fsynced when sync=on). existing: every claim finds a
+// fresh key (a write, fsynced when sync=on); new/fenced: the same, fenced on
+// the session's newest Seq. existing: every claim finds a
 // completed key and is answered Duplicate (a read).
 func BenchmarkClaim(b *testing.B) {
 	for _, mode := range syncModes {
 		b.Run("new/"+mode.name, func(b *testing.B) {
 			ledgertest.BenchClaimNew(b, newLedger(b, openStore(b, b.TempDir(), mode.on), nil))
+		})
+		b.Run("new/fenced/"+mode.name, func(b *testing.B) {
+			ledgertest.BenchClaimNewFenced(b, newLedger(b, openStore(b, b.TempDir(), mode.on), nil))
 		})
 		b.Run("existing/"+mode.name, func(b *testing.B) {
 			ledgertest.BenchClaimExisting(b, newLedger(b, openStore(b, b.TempDir(), mode.on), nil))

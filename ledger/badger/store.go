@@ -8,6 +8,11 @@
 // (a few rounds at most), so exactly one of any number of concurrent
 // claimants wins and every loser sees the winner's record.
 //
+// Seq comes from a per-(tenant, session) counter taken under a striped
+// mutex held from reading the counter to commit; a fenced write
+// (UpdateFenced) checks the counter under that mutex, so it is atomic with
+// the commit.
+//
 // Records expire through Badger's TTL at the first whole second after
 // their RetainUntil (Badger truncates expiry to seconds; rounding up means
 // never early). Change notification (Watch) is in-process: only this
@@ -141,7 +146,7 @@ type seqCounter struct {
 // maxCachedCounters bounds each stripe's cache.
 const maxCachedCounters = 1024
 
-var _ ledger.Store = (*Store)(nil)
+var _ ledger.FencedStore = (*Store)(nil)
 
 // Open opens (or creates) the database in cfg.Dir and starts value-log GC.
 func Open(cfg Config) (*Store, error) {
@@ -286,12 +291,32 @@ func getRecord(txn *badger.Txn, rk []byte) (*ledger.Record, error) {
 
 // Update implements ledger.Store.
 func (s *Store) Update(ctx context.Context, tenant, key string, fn func(cur *ledger.Record) (*ledger.Record, error)) error {
+	return s.updateFenced(ctx, tenant, key, fence{}, fn)
+}
+
+// UpdateFenced implements ledger.FencedStore. The counter is checked under
+// its stripe's lock, which every write that takes a number of the session
+// holds from reading the counter to committing it: no other number can be
+// taken between the check and this commit. (That lock, not the
+// transaction's conflict detection, is what orders counters here: they are
+// written blind, see update.)
+func (s *Store) UpdateFenced(ctx context.Context, tenant, key string, seen uint64, fn func(cur *ledger.Record) (*ledger.Record, error)) error {
+	return s.updateFenced(ctx, tenant, key, fence{on: true, seen: seen}, fn)
+}
+
+// fence is UpdateFenced's condition; the zero value is no fence.
+type fence struct {
+	on   bool
+	seen uint64
+}
+
+func (s *Store) updateFenced(ctx context.Context, tenant, key string, f fence, fn func(cur *ledger.Record) (*ledger.Record, error)) error {
 	rk := recordKey(tenant, key)
 	for round := 1; ; round++ {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		wrote, err := s.update(tenant, key, rk, fn)
+		wrote, err := s.update(tenant, key, rk, f, fn)
 		if errors.Is(err, badger.ErrConflict) {
 			if round < maxRounds {
 				continue
@@ -300,6 +325,9 @@ func (s *Store) Update(ctx context.Context, tenant, key string, fn func(cur *led
 		}
 		if d, ok := errors.AsType[decided](err); ok {
 			return d.err // fn's answer, unchanged
+		}
+		if m, ok := errors.AsType[*ledger.SessionMovedError](err); ok {
+			return m
 		}
 		if err != nil {
 			return translate(err)
@@ -312,7 +340,7 @@ func (s *Store) Update(ctx context.Context, tenant, key string, fn func(cur *led
 }
 
 // update runs one transaction of Update.
-func (s *Store) update(tenant, key string, rk []byte, fn func(cur *ledger.Record) (*ledger.Record, error)) (wrote bool, err error) {
+func (s *Store) update(tenant, key string, rk []byte, f fence, fn func(cur *ledger.Record) (*ledger.Record, error)) (wrote bool, err error) {
 	txn := s.db.NewTransaction(true)
 	defer txn.Discard()
 	cur, err := getRecord(txn, rk)
@@ -346,6 +374,9 @@ func (s *Store) update(tenant, key string, rk []byte, fn func(cur *ledger.Record
 		counter, err = s.loadCounter(stripe, ck)
 		if err != nil {
 			return false, err
+		}
+		if f.on && counter.last != f.seen {
+			return false, &ledger.SessionMovedError{Seen: f.seen, Last: counter.last}
 		}
 		counter.last++
 		if expires == 0 || counter.expires == 0 {

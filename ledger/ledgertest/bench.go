@@ -39,6 +39,24 @@ func BenchClaimNew(b *testing.B, l *ledger.Ledger) {
 	}
 }
 
+// BenchClaimNewFenced: BenchClaimNew with every claim fenced on the
+// session's newest Seq (the previous claim's), as the funnel claims.
+func BenchClaimNewFenced(b *testing.B, l *ledger.Ledger) {
+	req := BenchRequest("")
+	req.Fenced = true
+	ctx := b.Context()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		req.Key = "key-" + strconv.Itoa(i)
+		c, err := l.Claim(ctx, req)
+		if err != nil || c.Outcome != ledger.Claimed {
+			b.Fatalf("claim: %v %v", c.Outcome, err)
+		}
+		req.SessionSeen = c.Record.Seq
+	}
+}
+
 // BenchClaimExisting: one claim of a completed key per iteration, answered
 // Duplicate (a read).
 func BenchClaimExisting(b *testing.B, l *ledger.Ledger) {

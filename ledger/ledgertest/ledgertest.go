@@ -1,7 +1,8 @@
 // Package ledgertest is the conformance suite every ledger.Store must pass:
 // each transition of the state machine, legal and illegal, leases and
 // takeover, retention, waiting, listing order and tenant isolation, driven
-// through a ledger.Ledger over the store under test.
+// through a ledger.Ledger over the store under test; and, for a
+// ledger.FencedStore, fenced claims.
 //
 //	func TestConformance(t *testing.T) {
 //		ledgertest.Run(t, func(t *testing.T) ledger.Store { return openStore(t) })
@@ -173,6 +174,10 @@ func Run(t *testing.T, open func(t *testing.T) ledger.Store) {
 		{"WorkflowListing", testWorkflowListing},
 		{"TenantIsolation", testTenants},
 		{"ForgetFreesKey", testForget},
+		{"FencedClaimWins", testFencedClaimWins},
+		{"FencedClaimAtStaleSeqWritesNothing", testFencedClaimStale},
+		{"FencedClaimOfHeldKeyAnswersAsUnfenced", testFencedClaimOfHeldKey},
+		{"ConcurrentFencedClaimsOneWinner", testConcurrentFencedClaims},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.run(t, newEnv(t, open)) })

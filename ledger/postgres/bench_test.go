@@ -49,11 +49,13 @@ func openBadger(b *testing.B, sync bool) ledger.Store {
 }
 
 // BenchmarkClaim: one claim per iteration, one client. new: every claim
-// inserts a fresh key. existing: every claim finds a completed key and is
+// inserts a fresh key; new/fenced: the same, fenced on the session's
+// newest Seq. existing: every claim finds a completed key and is
 // answered Duplicate.
 func BenchmarkClaim(b *testing.B) {
 	for _, be := range backends() {
 		b.Run("new/"+be.name, func(b *testing.B) { ledgertest.BenchClaimNew(b, newLedger(b, be.open(b), nil)) })
+		b.Run("new/fenced/"+be.name, func(b *testing.B) { ledgertest.BenchClaimNewFenced(b, newLedger(b, be.open(b), nil)) })
 		b.Run("existing/"+be.name, func(b *testing.B) { ledgertest.BenchClaimExisting(b, newLedger(b, be.open(b), nil)) })
 	}
 }

@@ -19,6 +19,11 @@
 //   - Seq comes from a per-(tenant, session) counter row taken in the
 //     writing statement; its row lock is held to commit, so Seq order is
 //     commit order.
+//   - A fenced write (UpdateFenced) takes its number only if the counter
+//     still stands where the caller saw it: the condition sits in the
+//     counter's UPDATE … WHERE, which READ COMMITTED re-checks on the
+//     newest row version, so of concurrent writes fenced on one value at
+//     most one takes a number and the others write nothing.
 //
 // Waiters on any replica are woken by a trigger that NOTIFYs when a
 // PENDING row changes or a row is deleted (what ends a wait; claims do
@@ -177,7 +182,7 @@ type Store struct {
 	closeOnce sync.Once
 }
 
-var _ ledger.Store = (*Store)(nil)
+var _ ledger.FencedStore = (*Store)(nil)
 
 // Open connects, creates or migrates the schema, reads the database's
 // clock, and starts the listener and the sweeper. It fails if the
@@ -403,6 +408,34 @@ func (s *Store) read(ctx context.Context, tenant, key string) (*stored, error) {
 
 // Update implements ledger.Store.
 func (s *Store) Update(ctx context.Context, tenant, key string, fn func(cur *ledger.Record) (*ledger.Record, error)) error {
+	return s.updateFenced(ctx, tenant, key, fence{}, fn)
+}
+
+// UpdateFenced implements ledger.FencedStore. The fence is a condition on
+// the counter row in the statement that takes the number: an UPDATE …
+// WHERE last = seen (or, for seen 0, an INSERT of a counter that must not
+// exist yet). Under READ COMMITTED PostgreSQL re-checks that condition on
+// the newest version of the row once a concurrent writer of it commits,
+// so of two claims fenced on one value at most one takes a number. When
+// the statement wrote nothing and did not lose to a row of its key, the
+// counter is read to tell a failed fence from a lost race.
+func (s *Store) UpdateFenced(ctx context.Context, tenant, key string, seen uint64, fn func(cur *ledger.Record) (*ledger.Record, error)) error {
+	if seen > math.MaxInt64 {
+		return fmt.Errorf("ledger/postgres: %w: fence seq %d out of range", ledger.ErrInvalidInput, seen)
+	}
+	return s.updateFenced(ctx, tenant, key, fence{on: true, seen: seen}, fn)
+}
+
+// fence is UpdateFenced's condition; the zero value is no fence.
+type fence struct {
+	on   bool
+	seen uint64
+}
+
+// applies reports whether the fence conditions writing r.
+func (f fence) applies(r *ledger.Record) bool { return f.on && newSeq(r) }
+
+func (s *Store) updateFenced(ctx context.Context, tenant, key string, f fence, fn func(cur *ledger.Record) (*ledger.Record, error)) error {
 	var (
 		cur   *stored
 		known bool // cur is what a read found (nil: absent)
@@ -433,7 +466,7 @@ func (s *Store) Update(ctx context.Context, tenant, key string, fn func(cur *led
 		}
 		next.Tenant, next.Key = tenant, key
 		if cur == nil {
-			won, lost, err := s.insert(ctx, next)
+			won, lost, err := s.insert(ctx, next, f)
 			if err != nil {
 				return err
 			}
@@ -449,7 +482,7 @@ func (s *Store) Update(ctx context.Context, tenant, key string, fn func(cur *led
 			}
 			continue
 		}
-		swapped, err := s.swap(ctx, cur, next)
+		swapped, err := s.swap(ctx, cur, next, f)
 		if err != nil {
 			return err
 		}
@@ -481,17 +514,48 @@ func takeSeq(cond string) string {
 `
 }
 
+// takeSeqFenced is takeSeq on the condition that the counter stands at
+// seen: for 0, that it does not exist (a concurrent insert of it makes this
+// one do nothing); else an UPDATE whose WHERE PostgreSQL re-checks on the
+// row's newest version after waiting for its lock. seenParam is the
+// parameter holding seen.
+func takeSeqFenced(cond string, seen uint64, seenParam string) string {
+	if seen == 0 {
+		return `WITH s AS (
+	INSERT INTO idem_sessions AS c (tenant, session, last, retain_until)
+	SELECT $1, $3, 1, $21 WHERE ` + cond + `
+	ON CONFLICT (tenant, session) DO NOTHING
+	RETURNING last
+)
+`
+	}
+	return `WITH s AS (
+	UPDATE idem_sessions AS c SET last = c.last + 1, retain_until = GREATEST(c.retain_until, $21)
+	WHERE c.tenant = $1 AND c.session = $3 AND c.last = ` + seenParam + ` AND ` + cond + `
+	RETURNING last
+)
+`
+}
+
 const insertCols = `INSERT INTO idem_records (tenant, key, session, workflow, step, tool, canonical, hash, identity,
 	embedding, embedding_model, status, result, error, class, attempt, token, lease_until, created_at, updated_at,
 	retain_until, seq, version)
 `
 
-var (
-	insertSeqSQL = takeSeq(`NOT EXISTS (SELECT 1 FROM idem_records WHERE tenant = $1 AND key = $2)`) + insertCols +
+const (
+	insertAbsent = `NOT EXISTS (SELECT 1 FROM idem_records WHERE tenant = $1 AND key = $2)`
+	insertFromS  = insertCols +
 		`SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, s.last, 1 FROM s
 ON CONFLICT (tenant, key) DO NOTHING
 RETURNING seq`
-	insertSQL = insertCols +
+)
+
+var (
+	insertSeqSQL = takeSeq(insertAbsent) + insertFromS
+	// The fenced inserts: $22 is the fence when not 0.
+	insertSeqFenced0SQL = takeSeqFenced(insertAbsent, 0, "") + insertFromS
+	insertSeqFencedSQL  = takeSeqFenced(insertAbsent, 1, "$22") + insertFromS
+	insertSQL           = insertCols +
 		`VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, 1)
 ON CONFLICT (tenant, key) DO NOTHING
 RETURNING seq`
@@ -503,11 +567,18 @@ RETURNING seq`
 // insert writes next if (tenant, key) is free, in one round trip. It
 // returns whether it won, else the row it lost to (nil if that row was
 // not visible to the batch: read it).
-func (s *Store) insert(ctx context.Context, next *ledger.Record) (won bool, lost *stored, err error) {
+// A fenced insert that neither won nor lost to a row of its key returns
+// a *ledger.SessionMovedError if the counter has moved.
+func (s *Store) insert(ctx context.Context, next *ledger.Record, f fence) (won bool, lost *stored, err error) {
 	args := append([]any{next.Tenant, next.Key}, recordArgs(next)...)
 	sql := insertSeqSQL
-	if !newSeq(next) {
+	switch {
+	case !newSeq(next):
 		sql, args = insertSQL, append(args, int64(next.Seq))
+	case f.on && f.seen == 0:
+		sql = insertSeqFenced0SQL
+	case f.on:
+		sql, args = insertSeqFencedSQL, append(args, int64(f.seen))
 	}
 	if next.Seq > math.MaxInt64 {
 		return false, nil, fmt.Errorf("ledger/postgres: %w: seq %d out of range", ledger.ErrInvalidInput, next.Seq)
@@ -537,6 +608,11 @@ func (s *Store) insert(ctx context.Context, next *ledger.Record) (won bool, lost
 			if won {
 				next.Seq = uint64(seq)
 			}
+			if !won && lost == nil && f.applies(next) {
+				if err := s.checkFence(ctx, next, f); err != nil {
+					return false, nil, err
+				}
+			}
 			return won, lost, nil
 		}
 		if attempt == 1 && s.reconnect(err, false) {
@@ -560,18 +636,33 @@ var (
 	swapWhere = `version = version + 1
 WHERE tenant = $1 AND key = $2 AND version = $22 AND token = $23
 RETURNING seq`
-	swapSeqSQL = takeSeq(`EXISTS (SELECT 1 FROM idem_records WHERE tenant = $1 AND key = $2 AND version = $22 AND token = $23)`) +
+	swapSeqSQL = takeSeq(swapExists) +
 		updateSet + `seq = (SELECT last FROM s), ` + swapWhere
 	swapSQL = updateSet + `seq = $24, ` + swapWhere
+	// The fenced swaps: $24 is the fence when not 0. A failed fence leaves
+	// s empty, and the row as it is.
+	swapExists      = `EXISTS (SELECT 1 FROM idem_records WHERE tenant = $1 AND key = $2 AND version = $22 AND token = $23)`
+	swapFencedWhere = `version = version + 1
+WHERE tenant = $1 AND key = $2 AND version = $22 AND token = $23 AND EXISTS (SELECT 1 FROM s)
+RETURNING seq`
+	swapSeqFenced0SQL = takeSeqFenced(swapExists, 0, "") + updateSet + `seq = (SELECT last FROM s), ` + swapFencedWhere
+	swapSeqFencedSQL  = takeSeqFenced(swapExists, 1, "$24") + updateSet + `seq = (SELECT last FROM s), ` + swapFencedWhere
 )
 
 // swap replaces cur with next if the row is still cur (same version and
-// lease token), in one round trip, and reports whether it did.
-func (s *Store) swap(ctx context.Context, cur *stored, next *ledger.Record) (bool, error) {
+// lease token), in one round trip, and reports whether it did. A fenced
+// swap that did not happen returns a *ledger.SessionMovedError if the
+// counter has moved.
+func (s *Store) swap(ctx context.Context, cur *stored, next *ledger.Record, f fence) (bool, error) {
 	args := append([]any{next.Tenant, next.Key}, recordArgs(next)...)
 	args = append(args, cur.version, cur.rec.Token)
 	sql := swapSeqSQL
-	if !newSeq(next) {
+	switch {
+	case f.applies(next) && f.seen == 0:
+		sql = swapSeqFenced0SQL
+	case f.applies(next):
+		sql, args = swapSeqFencedSQL, append(args, int64(f.seen))
+	case !newSeq(next):
 		if next.Seq > math.MaxInt64 {
 			return false, fmt.Errorf("ledger/postgres: %w: seq %d out of range", ledger.ErrInvalidInput, next.Seq)
 		}
@@ -585,6 +676,9 @@ func (s *Store) swap(ctx context.Context, cur *stored, next *ledger.Record) (boo
 			next.Seq = uint64(seq)
 			return true, nil
 		case errors.Is(err, pgx.ErrNoRows):
+			if f.applies(next) {
+				return false, s.checkFence(ctx, next, f)
+			}
 			return false, nil
 		case attempt == 1 && s.reconnect(err, false):
 			continue
@@ -595,6 +689,31 @@ func (s *Store) swap(ctx context.Context, cur *stored, next *ledger.Record) (boo
 			return false, nil // a deadlock or serialization failure: re-read and retry
 		}
 		return false, s.fail("update", err)
+	}
+}
+
+// checkFence reads the counter of next's session after a fenced write
+// that did not happen, and returns a *ledger.SessionMovedError if it is
+// not at f.seen (the fence failed); nil means the write lost a race of its
+// own key instead. The read is a statement of its own, after the write's:
+// what it reads is committed, and so are all the records numbered up to it.
+func (s *Store) checkFence(ctx context.Context, next *ledger.Record, f fence) error {
+	for attempt := 1; ; attempt++ {
+		var last int64
+		err := s.pool.QueryRow(ctx, `SELECT last FROM idem_sessions WHERE tenant = $1 AND session = $2`,
+			next.Tenant, next.Session).Scan(&last)
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+			last, err = 0, nil
+		case err != nil && attempt == 1 && s.reconnect(err, true):
+			continue
+		case err != nil:
+			return s.fail("read session counter", err)
+		}
+		if uint64(last) == f.seen {
+			return nil
+		}
+		return &ledger.SessionMovedError{Seen: f.seen, Last: uint64(last)}
 	}
 }
 

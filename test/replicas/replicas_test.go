@@ -1,7 +1,8 @@
 // Package replicas runs three `idem serve` processes on one PostgreSQL
 // ledger and checks that they behave as one idem: one execute per key,
 // waiters on every replica woken by a completion on any, duplicates
-// caught across replicas, and nothing acknowledged lost when a replica is
+// caught across replicas (also when two replicas are asked for them at
+// the same instant), and nothing acknowledged lost when a replica is
 // killed.
 //
 // It needs a database (scripts/with-postgres sets IDEM_TEST_POSTGRES_DSN;
@@ -85,6 +86,7 @@ func TestReplicas(t *testing.T) {
 
 	t.Run("OneExecutePerKey", func(t *testing.T) { raceAndWait(ctx, t, rs) })
 	t.Run("DuplicateAcrossReplicas", func(t *testing.T) { duplicates(ctx, t, rs) })
+	t.Run("TwinsRacingAcrossReplicas", func(t *testing.T) { twins(ctx, t, rs) })
 	t.Run("KilledReplica", func(t *testing.T) { killed(ctx, t, rs) })
 }
 
@@ -223,6 +225,54 @@ func duplicates(ctx context.Context, t *testing.T, rs []*replica) {
 			t.Errorf("%s duplicate on replica %d: decision %s stage %s match %+v; want it matched to %s", tc.name, tc.on, got.Decision, got.Stage, got.Match, res.Key)
 		}
 		t.Logf("%s duplicate on replica %d: decision %s by stage %s", tc.name, tc.on, got.Decision, got.Stage)
+	}
+}
+
+// twins: two replicas are asked at the same instant for the same effect
+// under different step ids in one session, word for word or reworded:
+// exactly one of them executes, round after round (the session fence).
+func twins(ctx context.Context, t *testing.T, rs []*replica) {
+	const rounds = 20
+	args := [2]string{
+		`{"to":"ann@example.com","subject":"Your invoice for May","body":"Hi Ann, your invoice for May is attached. Best, Bob"}`,
+		`{"to":"ann@example.com","subject":"May invoice","body":"Hi Ann, attached is your May invoice. Best regards, Bob"}`,
+	}
+	for round := range rounds {
+		session := fmt.Sprint("twins-", round)
+		var (
+			wg      sync.WaitGroup
+			start   = make(chan struct{})
+			answers [2]*client.Result
+			errs    [2]error
+		)
+		for i := range 2 {
+			a := args[i]
+			if round%2 == 0 {
+				a = args[0] // word for word
+			}
+			wg.Go(func() {
+				<-start
+				answers[i], errs[i] = rs[(round+i)%len(rs)].c.Check(ctx, client.CheckRequest{
+					SessionID: session, WorkflowID: session, StepID: fmt.Sprint("step-", i), Tool: "send_email",
+					Arguments: json.RawMessage(a),
+				})
+			})
+		}
+		close(start)
+		wg.Wait()
+		executes := 0
+		for i, a := range answers {
+			if errs[i] != nil {
+				t.Fatalf("round %d, call %d: %v", round, i, errs[i])
+			}
+			if a.Decision == client.Execute {
+				executes++
+			}
+		}
+		if executes != 1 {
+			t.Fatalf("round %d: decisions %s (%s) and %s (%s): want exactly one execute", round,
+				answers[0].Decision, answers[0].Stage, answers[1].Decision, answers[1].Stage)
+		}
 	}
 }
 
