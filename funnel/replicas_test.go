@@ -2,21 +2,18 @@ package funnel
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/idem-dev/idem/ledger"
 	"github.com/idem-dev/idem/ledger/badger"
 	"github.com/idem-dev/idem/ledger/postgres"
+	"github.com/idem-dev/idem/ledger/postgres/pgtest"
 )
 
 // TestReplicasRacingTwinsExecuteOnce: two replicas (two funnels, each
@@ -42,11 +39,8 @@ func TestReplicasRacingTwinsExecuteOnce(t *testing.T) {
 		raceReplicas(t, [2]ledger.Store{store, store}, time.Now)
 	})
 	t.Run("postgres", func(t *testing.T) {
-		dsn := os.Getenv("IDEM_TEST_POSTGRES_DSN")
-		if dsn == "" {
-			t.Skip("IDEM_TEST_POSTGRES_DSN is not set (run under scripts/with-postgres)")
-		}
-		schema := pgSchema(t, dsn)
+		dsn := pgtest.DSN(t)
+		schema := pgtest.Schema(t, dsn, "funnel_")
 		var stores [2]ledger.Store
 		var now func() time.Time
 		for i := range stores {
@@ -173,25 +167,6 @@ func raceReplicas(t *testing.T, stores [2]ledger.Store, now func() time.Time) {
 			}
 		})
 	}
-}
-
-// pgSchema returns a fresh schema name, dropped when the test ends.
-func pgSchema(t *testing.T, dsn string) string {
-	schema := "funnel_" + strings.ToLower(rand.Text()[:10])
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		conn, err := pgx.Connect(ctx, dsn)
-		if err != nil {
-			t.Errorf("dropping schema %s: %v", schema, err)
-			return
-		}
-		defer conn.Close(ctx)
-		if _, err := conn.Exec(ctx, `DROP SCHEMA IF EXISTS `+pgx.Identifier{schema}.Sanitize()+` CASCADE`); err != nil {
-			t.Errorf("dropping schema %s: %v", schema, err)
-		}
-	})
-	return schema
 }
 
 // TestForgottenNewestCallDoesNotWedgeTheSession: the session's newest

@@ -10,6 +10,7 @@ import (
 	"github.com/idem-dev/idem/ledger"
 	"github.com/idem-dev/idem/ledger/badger"
 	"github.com/idem-dev/idem/ledger/ledgertest"
+	"github.com/idem-dev/idem/ledger/postgres/pgtest"
 )
 
 // The benchmarks run the same claims on Badger and on PostgreSQL in one
@@ -31,7 +32,7 @@ func backends() []backend {
 		{"badger/sync=on", func(b *testing.B) ledger.Store { return openBadger(b, true) }},
 		{"badger/sync=off", func(b *testing.B) ledger.Store { return openBadger(b, false) }},
 	}
-	if os.Getenv(envDSN) != "" {
+	if os.Getenv(pgtest.EnvDSN) != "" {
 		bs = append(bs, backend{"postgres", func(b *testing.B) ledger.Store { return openStore(b, newSchema(b), nil) }})
 	}
 	return bs

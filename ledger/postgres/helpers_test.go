@@ -2,9 +2,7 @@ package postgres
 
 import (
 	"context"
-	"crypto/rand"
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -12,19 +10,17 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/idem-dev/idem/ledger"
+	"github.com/idem-dev/idem/ledger/postgres/pgtest"
 )
 
-// envDSN names the database the tests use; scripts/with-postgres sets it.
-const envDSN = "IDEM_TEST_POSTGRES_DSN"
-
 // testDSN returns the test database's DSN, or skips the test.
-func testDSN(t testing.TB) string {
+func testDSN(t testing.TB) string { t.Helper(); return pgtest.DSN(t) }
+
+// newSchema returns a fresh schema name, dropped when the test ends, so
+// that tests never see each other's rows.
+func newSchema(t testing.TB) string {
 	t.Helper()
-	dsn := os.Getenv(envDSN)
-	if dsn == "" {
-		t.Skipf("%s is not set: run under a throwaway PostgreSQL with scripts/with-postgres go test ./ledger/postgres", envDSN)
-	}
-	return dsn
+	return pgtest.Schema(t, testDSN(t), "test_")
 }
 
 // withParam adds a query parameter to a URL DSN (or a key=value one).
@@ -36,28 +32,6 @@ func withParam(dsn, k, v string) string {
 		return dsn + "?" + k + "=" + v
 	}
 	return dsn + " " + k + "=" + v
-}
-
-// newSchema returns a fresh schema name, dropped when the test ends, so
-// that tests never see each other's rows.
-func newSchema(t testing.TB) string {
-	t.Helper()
-	dsn := testDSN(t)
-	schema := "test_" + strings.ToLower(rand.Text()[:12])
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		conn, err := pgx.Connect(ctx, dsn)
-		if err != nil {
-			t.Errorf("dropping schema %s: %v", schema, err)
-			return
-		}
-		defer conn.Close(ctx)
-		if _, err := conn.Exec(ctx, `DROP SCHEMA IF EXISTS `+pgx.Identifier{schema}.Sanitize()+` CASCADE`); err != nil {
-			t.Errorf("dropping schema %s: %v", schema, err)
-		}
-	})
-	return schema
 }
 
 // testConfig is the store configuration of the tests: schema, and an

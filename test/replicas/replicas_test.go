@@ -13,7 +13,6 @@ package replicas
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -22,18 +21,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/idem-dev/idem/client"
+	"github.com/idem-dev/idem/ledger/postgres/pgtest"
 )
-
-const envDSN = "IDEM_TEST_POSTGRES_DSN"
 
 // lease is the replicas' ledger lease: short, so a killed replica's
 // claims turn uncertain within the test.
@@ -68,16 +63,13 @@ func (s *syncBuffer) String() string {
 }
 
 func TestReplicas(t *testing.T) {
-	dsn := os.Getenv(envDSN)
-	if dsn == "" {
-		t.Skipf("%s is not set: run under scripts/with-postgres", envDSN)
-	}
+	dsn := pgtest.DSN(t)
 	if testing.Short() {
 		t.Skip("builds idem and runs three replicas")
 	}
 	dir := t.TempDir()
 	bin := buildIdem(t, dir)
-	schema := newSchema(t, dsn)
+	schema := pgtest.Schema(t, dsn, "replicas_")
 	var rs []*replica
 	for i := range 3 {
 		rs = append(rs, startReplica(t, bin, dir, dsn, schema, i))
@@ -350,25 +342,6 @@ func buildIdem(t *testing.T, dir string) string {
 		t.Fatalf("go build cmd/idem: %v\n%s", err, out)
 	}
 	return bin
-}
-
-// newSchema returns a fresh schema name, dropped when the test ends.
-func newSchema(t *testing.T, dsn string) string {
-	schema := "replicas_" + strings.ToLower(rand.Text()[:10])
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		conn, err := pgx.Connect(ctx, dsn)
-		if err != nil {
-			t.Errorf("dropping schema %s: %v", schema, err)
-			return
-		}
-		defer conn.Close(ctx)
-		if _, err := conn.Exec(ctx, `DROP SCHEMA IF EXISTS `+pgx.Identifier{schema}.Sanitize()+` CASCADE`); err != nil {
-			t.Errorf("dropping schema %s: %v", schema, err)
-		}
-	})
-	return schema
 }
 
 func freePort(t *testing.T) string {
