@@ -15,7 +15,6 @@ import (
 
 	"github.com/idem-dev/idem/canon"
 	"github.com/idem-dev/idem/embed"
-	"github.com/idem-dev/idem/index"
 	"github.com/idem-dev/idem/judge"
 	"github.com/idem-dev/idem/ledger"
 	"github.com/idem-dev/idem/ledger/badger"
@@ -55,10 +54,11 @@ type options struct {
 	judge    Judge
 	budget   time.Duration
 	embedder Embedder
+	warm     int
 }
 
-// newEnv builds a funnel on a real Badger ledger in a temp dir, the real
-// built-in encoder and the real index.
+// newEnv builds a funnel on a real Badger ledger in a temp dir and the real
+// built-in encoder.
 func newEnv(t testing.TB, o options) *env {
 	t.Helper()
 	scfg := badger.DefaultConfig(t.TempDir())
@@ -90,14 +90,13 @@ func newFunnel(t testing.TB, led Ledger, now func() time.Time, o options) *Funne
 	if emb == nil {
 		emb = encoder(t)
 	}
-	icfg := index.DefaultConfig()
-	icfg.Dim = emb.Dim()
-	idx, err := index.New(icfg, IndexLoader(led, emb.Name(), emb.Dim()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { idx.Close(context.Background()) })
 	cfg := DefaultConfig()
+	// A budget no machine runs out of, however slow or busy: a test of a
+	// decision must not depend on the machine's speed. The budget's own
+	// paths are tested with an encoder that never answers in time.
+	cfg.Budget = 10 * time.Minute
+	// Tests swap the funnel's ledger after New; warming is tested on its own.
+	cfg.WarmSessions = o.warm
 	cfg.Now = now
 	if o.policies != nil {
 		cfg.Policies = o.policies
@@ -105,7 +104,7 @@ func newFunnel(t testing.TB, led Ledger, now func() time.Time, o options) *Funne
 	if o.budget > 0 {
 		cfg.Budget = o.budget
 	}
-	deps := Deps{Canon: cn, Ledger: led, Embedder: emb, Index: idx}
+	deps := Deps{Canon: cn, Ledger: led, Embedder: emb}
 	if o.judge != nil {
 		deps.Judge = o.judge
 	}
@@ -113,6 +112,7 @@ func newFunnel(t testing.TB, led Ledger, now func() time.Time, o options) *Funne
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { f.Close(context.Background()) })
 	return f
 }
 
