@@ -46,7 +46,7 @@ func runSet(t testing.TB, dir string, cfg Config) *Report {
 // TestHandChecked scores the hand-made set whose every decision is known
 // (testdata/handchecked/README.md) and checks the confusion matrix.
 func TestHandChecked(t *testing.T) {
-	r := runSet(t, "testdata/handchecked", DefaultConfig())
+	r := runSet(t, "testdata/handchecked", testConfig())
 	// Per line: the decision and stage the funnel must take, and the
 	// resulting outcome.
 	want := []struct{ decision, stage, outcome string }{
@@ -122,7 +122,7 @@ func TestServerReplay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := DefaultConfig()
+	cfg := testConfig()
 	l, err := NewLocal(cfg, encoder(t), set)
 	if err != nil {
 		t.Fatal(err)
@@ -151,7 +151,7 @@ func TestServerReplay(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := Score(a)
-	local := runSet(t, "testdata/handchecked", DefaultConfig())
+	local := runSet(t, "testdata/handchecked", testConfig())
 	for i, er := range r.Results {
 		if lr := local.Results[i]; er.Decision.Decision != lr.Decision.Decision || er.Stage != lr.Stage {
 			t.Errorf("line %d over HTTP: %s/%s, in-process %s/%s", er.Line, er.Decision.Decision, er.Stage, lr.Decision.Decision, lr.Stage)
@@ -177,7 +177,7 @@ func (c clockedChecker) SetNow(ms int64) { c.l.SetNow(ms) }
 // TestCalibrateHoldout calibrates on one small set and replays another
 // with the chosen policies, end to end.
 func TestCalibrateHoldout(t *testing.T) {
-	r := runSet(t, "testdata/stsb-dev-small", DefaultConfig())
+	r := runSet(t, "testdata/stsb-dev-small", testConfig())
 	cal, err := Calibrate(r.Analysis, DefaultCalibrateConfig())
 	if err != nil {
 		t.Fatal(err)
@@ -197,7 +197,7 @@ func TestCalibrateHoldout(t *testing.T) {
 	}
 	// The sweep's estimate at the chosen thresholds is what a replay
 	// with them gives on the same set (no judge, fallback execute).
-	cfg := DefaultConfig()
+	cfg := testConfig()
 	cfg.Policies = cal.Policies
 	again := runSet(t, "testdata/stsb-dev-small", cfg)
 	if got := again.ByPolicy["default"]; got.TP != tc.Expected.TP || got.FP != tc.Expected.FP || got.FN != tc.Expected.FN {
@@ -239,7 +239,7 @@ func TestRealTime(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "traffic.jsonl"), []byte(lines), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cfg := DefaultConfig()
+	cfg := testConfig()
 	cfg.RealTime = true
 	start := time.Now()
 	r := runSet(t, dir, cfg)
@@ -253,4 +253,13 @@ func TestRealTime(t *testing.T) {
 	if r.Mode != "in-process, real time" {
 		t.Errorf("mode %q", r.Mode)
 	}
+}
+
+// testConfig is DefaultConfig with a budget no machine runs out of: what
+// these tests assert of the decisions must not depend on the machine's
+// speed.
+func testConfig() Config {
+	cfg := DefaultConfig()
+	cfg.Budget = 10 * time.Minute
+	return cfg
 }

@@ -286,7 +286,10 @@ func New(cfg Config, deps Deps) (*Funnel, error) {
 		}
 	}
 	if cfg.WarmSessions > 0 {
-		f.spawn(f.warm)
+		f.pending.add(1)
+		if !f.spawn(func(ctx context.Context) { defer f.pending.add(-1); f.warm(ctx) }) {
+			f.pending.add(-1)
+		}
 	}
 	return f, nil
 }
@@ -333,8 +336,9 @@ func (f *Funnel) Close(ctx context.Context) error {
 	}
 }
 
-// Settle waits until the funnel's background work is done: every text
-// queued is embedded and every embedding written to its record. The bench
+// Settle waits until the funnel's background work is done: the sessions
+// being loaded are loaded, every text queued is embedded and every
+// embedding written to its record. The bench
 // harness calls it between the events of a replay, so that what a replay
 // decides does not depend on how fast the machine embeds in the
 // background.

@@ -30,6 +30,39 @@ func encoder(t testing.TB) *embed.USE {
 	return u
 }
 
+// memoEncoder is the built-in encoder with some texts embedded ahead:
+// those come back at once.
+type memoEncoder struct {
+	*embed.USE
+	vecs map[string][]float32
+}
+
+func newMemoEncoder(t testing.TB, texts ...string) *memoEncoder {
+	t.Helper()
+	u := encoder(t)
+	v, err := u.Embed(context.Background(), texts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &memoEncoder{USE: u, vecs: map[string][]float32{}}
+	for i, text := range texts {
+		m.vecs[text] = v[i]
+	}
+	return m
+}
+
+func (m *memoEncoder) Embed(ctx context.Context, texts []string) ([][]float32, error) {
+	out := make([][]float32, len(texts))
+	for i, text := range texts {
+		v, ok := m.vecs[text]
+		if !ok {
+			return m.USE.Embed(ctx, texts)
+		}
+		out[i] = v
+	}
+	return out, nil
+}
+
 // clock is a settable clock for leases.
 type clock struct {
 	mu sync.Mutex
@@ -103,6 +136,7 @@ func newFunnel(t testing.TB, led Ledger, now func() time.Time, o options) *Funne
 	}
 	if o.budget > 0 {
 		cfg.Budget = o.budget
+		cfg.JudgeReserve = min(cfg.JudgeReserve, o.budget/10)
 	}
 	deps := Deps{Canon: cn, Ledger: led, Embedder: emb}
 	if o.judge != nil {
@@ -405,7 +439,7 @@ const (
 func TestAmbiguousBandGoesToTheJudge(t *testing.T) {
 	t.Run("judge says duplicate", func(t *testing.T) {
 		var calls atomic.Int32
-		e := newEnv(t, options{judge: judgeServer(t, true, 0, &calls), budget: 2 * time.Second})
+		e := newEnv(t, options{judge: judgeServer(t, true, 0, &calls)})
 		e.run(t, Request{Step: "1", Tool: "send_email", Arguments: []byte(report1)}, `{"id":1}`)
 		res := e.check(t, Request{Step: "2", Tool: "send_email", Arguments: []byte(report2)})
 		want(t, res, Confirm, StageJudge)
@@ -418,7 +452,7 @@ func TestAmbiguousBandGoesToTheJudge(t *testing.T) {
 	})
 	t.Run("judge says distinct", func(t *testing.T) {
 		var calls atomic.Int32
-		e := newEnv(t, options{judge: judgeServer(t, false, 0, &calls), budget: 2 * time.Second})
+		e := newEnv(t, options{judge: judgeServer(t, false, 0, &calls)})
 		e.run(t, Request{Step: "1", Tool: "send_email", Arguments: []byte(report1)}, `{"id":1}`)
 		res := e.check(t, Request{Step: "2", Tool: "send_email", Arguments: []byte(report2)})
 		want(t, res, Execute, StageNew)
@@ -430,12 +464,17 @@ func TestAmbiguousBandGoesToTheJudge(t *testing.T) {
 		var calls atomic.Int32
 		p := DefaultPolicy()
 		p.Fallback = FallbackConfirm
-		e := newEnv(t, options{judge: judgeServer(t, true, 5*time.Second, &calls), policies: []Policy{p}, budget: 300 * time.Millisecond})
+		// The texts are embedded ahead, so the budget is spent waiting for
+		// a judge that answers long after it, whatever the machine.
+		memo := newMemoEncoder(t, "send_email\nbody: Please send me the quarterly report for Q3 by Friday.",
+			"send_email\nbody: Could you send me the Q3 quarterly report by Friday?")
+		e := newEnv(t, options{judge: judgeServer(t, true, 3*time.Second, &calls), policies: []Policy{p}, budget: time.Second, embedder: memo})
 		e.run(t, Request{Step: "1", Tool: "send_email", Arguments: []byte(report1)}, `{"id":1}`)
 		res := e.check(t, Request{Step: "2", Tool: "send_email", Arguments: []byte(report2)})
 		want(t, res, Confirm, StageSemantic)
-		if !res.BudgetExceeded || res.Judge != nil {
-			t.Errorf("budget_exceeded %v, judge %+v: want the fallback, not a verdict", res.BudgetExceeded, res.Judge)
+		if !res.BudgetExceeded || res.Judge != nil || res.NotCompared != nil || calls.Load() != 1 {
+			t.Errorf("budget_exceeded %v, judge %+v, not compared %+v after %d judge calls: want the judge asked, then the fallback",
+				res.BudgetExceeded, res.Judge, res.NotCompared, calls.Load())
 		}
 		if res.TimingsUS["judge"] > 5_000_000 {
 			t.Errorf("the check waited %d µs for the judge", res.TimingsUS["judge"])

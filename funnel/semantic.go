@@ -28,7 +28,7 @@ func (f *Funnel) sessionStages(ctx context.Context, c *check) (bool, error) {
 	bctx, cancel := context.WithDeadline(ctx, c.deadline)
 	defer cancel()
 	s := f.sessions.get(c.scope)
-	if err := f.ready(bctx, s, c.req.Tenant, c.req.Session); err != nil {
+	if err := f.ready(ctx, bctx, s, c.req.Tenant, c.req.Session); err != nil {
 		c.lap("refresh")
 		if errors.Is(err, errLoading) && ctx.Err() == nil {
 			return f.uncompared(ctx, c, nil, "the session's earlier calls are still loading from the ledger")
@@ -232,6 +232,9 @@ func (f *Funnel) textStage(ctx, bctx context.Context, c *check, s *session, gate
 		if r, ok := f.whyNot(ctx, bctx, err); ok {
 			for _, p := range items {
 				miss(p, r)
+			}
+			if len(notCompared) == 0 {
+				return false, nil // no gated candidate counts: nothing was left uncompared
 			}
 			why = r // the call itself was not embedded: nothing was compared
 			return f.uncompared(ctx, c, notCompared, why)
@@ -540,22 +543,25 @@ func (f *Funnel) uncompared(ctx context.Context, c *check, es []*entry, why stri
 	if strings.HasPrefix(why, "budget") {
 		c.res.BudgetExceeded = true
 	}
-	what := "the session's earlier calls"
-	if es != nil {
+	var what string // what was left uncompared, and why
+	if es == nil {
+		what = why
+	} else {
 		what = fmt.Sprintf("%d earlier call(s) of this tool with equal identity fields", counts)
 		if len(keys) > 0 {
 			what += " (" + strings.Join(keys, ", ") + ")"
 		}
+		what += " could not be compared with this call (" + why + ")"
 	}
-	c.note("not compared: %s: %s", why, what)
+	c.note("not compared: %s", what)
 	if newest != nil {
 		c.res.Match = matchOf(newest, 0)
 	}
 	if c.pol.uncompared() == FallbackConfirm {
 		c.res.Decision, c.res.Stage = Confirm, StageSemantic
-		c.res.Reason = fmt.Sprintf("%s could not be compared with this call (%s): confirm before executing", what, why)
+		c.res.Reason = what + ": confirm before executing"
 		return true, nil
 	}
-	c.res.Reason = fmt.Sprintf("%s could not be compared with this call (%s); the policy executes", what, why)
+	c.res.Reason = what + "; the policy executes"
 	return false, nil
 }

@@ -259,66 +259,92 @@ const loadPage = 1024
 // when the check's budget ran out.
 var errLoading = errors.New("funnel: session still loading")
 
-// ready waits, until ctx ends, for s to be loaded, starting the load if
-// none runs. The load itself runs off the request path, in a goroutine
-// of the funnel's, so a check that gives up leaves it running for the
-// next. It returns errLoading when ctx ended first, and the load's error
-// when it failed.
-func (f *Funnel) ready(ctx context.Context, s *session, tenant, sess string) error {
-	s.mu.Lock()
-	if s.loaded {
-		s.mu.Unlock()
-		return nil
-	}
-	ch := s.loading
-	if ch == nil {
-		ch = make(chan struct{})
-		s.loading = ch
-		if !f.spawn(func(ctx context.Context) { f.load(ctx, s, tenant, sess, ch) }) {
-			s.loading = nil
-			s.mu.Unlock()
-			return errClosed
-		}
-	}
-	s.mu.Unlock()
-	select {
-	case <-ch:
-	case <-ctx.Done():
-		return errLoading
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.loaded {
-		return nil
-	}
-	return s.loadErr
-}
-
-// load lists the session from the ledger into s, a page at a time, and
-// closes done.
-func (f *Funnel) load(ctx context.Context, s *session, tenant, sess string, done chan struct{}) {
-	var err error
+// ready makes sure s is loaded. The check that finds it unloaded reads the
+// first page of the session itself (a bounded cost, whatever the machine:
+// a new or small session is then ready at once); a longer session's
+// remaining pages are read off the request path, by a goroutine of the
+// funnel's, and every check of the session waits for them until its ctx
+// (the budget) ends, then gets errLoading; the load goes on for the next.
+// It returns the load's error when the ledger failed.
+func (f *Funnel) ready(ctx, bctx context.Context, s *session, tenant, sess string) error {
 	for {
 		s.mu.Lock()
-		after := s.lastSeq
-		s.mu.Unlock()
-		var recs []ledger.Record
-		recs, err = f.ledger.Session(ctx, tenant, sess, after, loadPage)
-		if err != nil {
-			break
+		if s.loaded {
+			s.mu.Unlock()
+			return nil
 		}
+		ch := s.loading
+		if ch == nil {
+			ch = make(chan struct{})
+			s.loading = ch
+			s.mu.Unlock()
+			if more := f.loadPage(ctx, s, tenant, sess, ch); more {
+				f.pending.add(1)
+				if !f.spawn(func(octx context.Context) {
+					defer f.pending.add(-1)
+					f.load(octx, s, tenant, sess, ch)
+				}) {
+					f.pending.add(-1)
+					f.loaded(s, ch, errClosed, tenant)
+				}
+			}
+		} else {
+			s.mu.Unlock()
+		}
+		select {
+		case <-ch:
+		case <-bctx.Done():
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return errLoading
+		}
+		s.mu.Lock()
+		loaded, err := s.loaded, s.loadErr
+		s.mu.Unlock()
+		if loaded {
+			return nil
+		}
+		// A load that failed on its own check's context is not this
+		// check's failure: load again.
+		if !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil {
+			return err
+		}
+	}
+}
+
+// loadPage reads the next page of the session into s and reports whether
+// more remain; when none do, or the ledger failed, it ends the load.
+func (f *Funnel) loadPage(ctx context.Context, s *session, tenant, sess string, done chan struct{}) (more bool) {
+	s.mu.Lock()
+	after := s.lastSeq
+	s.mu.Unlock()
+	recs, err := f.ledger.Session(ctx, tenant, sess, after, loadPage)
+	if err == nil {
 		s.mu.Lock()
 		f.apply(s, recs)
 		s.mu.Unlock()
-		if len(recs) < loadPage {
-			break
+		if len(recs) == loadPage {
+			return true
 		}
 	}
+	f.loaded(s, done, err, tenant)
+	return false
+}
+
+// load reads the rest of the session, page by page.
+func (f *Funnel) load(ctx context.Context, s *session, tenant, sess string, done chan struct{}) {
+	for f.loadPage(ctx, s, tenant, sess, done) {
+	}
+}
+
+// loaded ends a load with err.
+func (f *Funnel) loaded(s *session, done chan struct{}, err error, tenant string) {
 	s.mu.Lock()
 	s.loaded, s.loadErr, s.loading = err == nil, err, nil
 	s.mu.Unlock()
 	close(done)
-	if err != nil && ctx.Err() == nil {
+	if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, errClosed) {
 		f.log.Warn("funnel: loading a session from the ledger", "tenant", tenant, "err", err)
 	}
 }
@@ -362,7 +388,7 @@ func (f *Funnel) warm(ctx context.Context) {
 			return
 		}
 		s := f.sessions.get(Scope(r.Tenant, r.Session))
-		if err := f.ready(ctx, s, r.Tenant, r.Session); err != nil && ctx.Err() == nil {
+		if err := f.ready(ctx, ctx, s, r.Tenant, r.Session); err != nil && ctx.Err() == nil {
 			f.log.Warn("funnel: warming a session", "tenant", r.Tenant, "err", err)
 		}
 	}
