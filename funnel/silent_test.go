@@ -294,8 +294,8 @@ func syntheticVector(seed uint64, dim int) []float32 {
 
 // fillSession claims n calls in session s1 through the ledger: the first is
 // the invoice e-mail with its real embedding, the others e-mails to other
-// recipients (with synthetic embeddings when vectors is set) and calls of
-// a tool without text.
+// recipients, each with a synthetic embedding when vectors is set (else
+// every other one is a call of a tool without text).
 func fillSession(t testing.TB, led *ledger.Ledger, n int, vectors bool) string {
 	t.Helper()
 	f := newFunnel(t, led, time.Now, options{})
@@ -336,7 +336,7 @@ func fillSession(t testing.TB, led *ledger.Ledger, n int, vectors bool) string {
 		go func() {
 			defer wg.Done()
 			for i := 1 + w; i < n; i += workers {
-				if i%2 == 0 {
+				if i%2 == 0 && !vectors {
 					claim(i, "get_order", fmt.Appendf(nil, `{"order_id":"W%07d"}`, i), nil)
 					continue
 				}

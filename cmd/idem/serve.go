@@ -296,6 +296,8 @@ func buildApp(cfg config.Config, defs []canon.Tool, log *slog.Logger) (*app, err
 	fc := funnel.DefaultConfig()
 	fc.Budget, fc.MaxWait, fc.Policies, fc.Logger = cfg.Budget, cfg.MaxWait, cfg.Policies, log
 	fc.Tools = cfg.FunnelTools(defs)
+	fc.EncoderBatch, fc.EncoderQueue, fc.BackgroundQueue, fc.EncoderWorkers = cfg.Embedder.Batch, cfg.Embedder.Queue, cfg.Embedder.BackgroundQueue, cfg.Embedder.Workers
+	fc.MaxSessions, fc.WarmSessions = cfg.Sessions.MaxViews, cfg.Sessions.Warm
 	if fc.JudgeReserve >= fc.Budget {
 		fc.JudgeReserve = fc.Budget / 10
 	}
