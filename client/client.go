@@ -104,6 +104,11 @@ type CheckRequest struct {
 	// offset ("2019-03-01T21:00:00-08:00") when it made the call: relative
 	// dates in the arguments ("tomorrow") are read against that date.
 	ReferenceTime string `json:"reference_time,omitempty"`
+	// Confirmed is the key of the earlier call a confirm decision named:
+	// the caller has asked, and this call is meant to run although it
+	// resembles that one. A server that predates the field answers 400
+	// naming "confirmed".
+	Confirmed string `json:"confirmed,omitempty"`
 }
 
 // Attempt is a call's place among its retries: Kind is first, transient

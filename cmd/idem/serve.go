@@ -205,14 +205,23 @@ type app struct {
 	funnel   *funnel.Funnel
 	tools    []string
 	embedded bool // the built-in encoder loaded
+
+	// What newFunnel composes a funnel of, kept so that a new set of tool
+	// definitions (idem mcp's upstream listing its tools) gets a new funnel
+	// over the same store and embedder.
+	cfg   config.Config
+	log   *slog.Logger
+	emb   funnel.Embedder
+	tok   funnel.Tokenizer
+	judge funnel.Judge
 }
 
 func buildApp(cfg config.Config, defs []canon.Tool, log *slog.Logger) (*app, error) {
-	a := &app{tools: cfg.ToolNames(defs)}
-	cn, err := canon.New(cfg.Canon(defs))
-	if err != nil {
+	a := &app{tools: cfg.ToolNames(defs), cfg: cfg, log: log}
+	if _, err := canon.New(cfg.Canon(defs)); err != nil {
 		return nil, fmt.Errorf("tools: %w", err)
 	}
+	var err error
 	var emb funnel.Embedder
 	var tok funnel.Tokenizer
 	switch cfg.Embedder.Provider {
@@ -289,23 +298,37 @@ func buildApp(cfg config.Config, defs []canon.Tool, log *slog.Logger) (*app, err
 		a.Close(context.Background())
 		return nil, err
 	}
-	deps := funnel.Deps{Canon: cn, Ledger: a.ledger, Judge: jd}
+	a.emb, a.tok, a.judge = emb, tok, jd
 	if emb != nil {
-		deps.Embedder, deps.Tokenizer = emb, tok
 	}
-	fc := funnel.DefaultConfig()
-	fc.Budget, fc.MaxWait, fc.Policies, fc.Logger = cfg.Budget, cfg.MaxWait, cfg.Policies, log
-	fc.Tools = cfg.FunnelTools(defs)
-	fc.EncoderBatch, fc.EncoderQueue, fc.BackgroundQueue, fc.EncoderWorkers = cfg.Embedder.Batch, cfg.Embedder.Queue, cfg.Embedder.BackgroundQueue, cfg.Embedder.Workers
-	fc.MaxSessions, fc.WarmSessions = cfg.Sessions.MaxViews, cfg.Sessions.Warm
-	if fc.JudgeReserve >= fc.Budget {
-		fc.JudgeReserve = fc.Budget / 10
-	}
-	if a.funnel, err = funnel.New(fc, deps); err != nil {
+	if a.funnel, err = a.newFunnel(defs); err != nil {
 		a.Close(context.Background())
 		return nil, err
 	}
 	return a, nil
+}
+
+// newFunnel returns a funnel over the app's ledger, embedder and judge
+// that knows the tools defs (their schemas and annotations) besides the
+// config's rules. The caller closes it.
+func (a *app) newFunnel(defs []canon.Tool) (*funnel.Funnel, error) {
+	cn, err := canon.New(a.cfg.Canon(defs))
+	if err != nil {
+		return nil, fmt.Errorf("tools: %w", err)
+	}
+	deps := funnel.Deps{Canon: cn, Ledger: a.ledger, Judge: a.judge}
+	if a.emb != nil {
+		deps.Embedder, deps.Tokenizer = a.emb, a.tok
+	}
+	fc := funnel.DefaultConfig()
+	fc.Budget, fc.MaxWait, fc.Policies, fc.Logger = a.cfg.Budget, a.cfg.MaxWait, a.cfg.Policies, a.log
+	fc.Tools = a.cfg.FunnelTools(defs)
+	fc.EncoderBatch, fc.EncoderQueue, fc.BackgroundQueue, fc.EncoderWorkers = a.cfg.Embedder.Batch, a.cfg.Embedder.Queue, a.cfg.Embedder.BackgroundQueue, a.cfg.Embedder.Workers
+	fc.MaxSessions, fc.WarmSessions = a.cfg.Sessions.MaxViews, a.cfg.Sessions.Warm
+	if fc.JudgeReserve >= fc.Budget {
+		fc.JudgeReserve = fc.Budget / 10
+	}
+	return funnel.New(fc, deps)
 }
 
 // Close stops the funnel's background work, then closes the store.
