@@ -363,6 +363,9 @@ func (f *Funnel) finish(ctx context.Context, c *check, err error) (Result, error
 		return Result{}, err
 	}
 	c.res.TimingsUS["total"] = time.Since(c.start).Microseconds()
+	if c.res.Decision == InProgress && c.res.Match != nil {
+		c.res.LeaseExpiresAt = time.UnixMilli(c.res.Match.leaseUntil).UTC()
+	}
 	f.log.DebugContext(ctx, "check",
 		"key", c.key, "tool", c.req.Tool, "policy", c.pol.Name,
 		"decision", string(c.res.Decision), "stage", string(c.res.Stage),
@@ -382,6 +385,7 @@ func matchOf(r *ledger.Record, sim float64) *Match {
 	m := &Match{
 		Key: r.Key, Tool: r.Tool, Workflow: r.Workflow, Step: r.Step, Status: r.Status.String(),
 		Result: r.Result, Error: r.Error, Similarity: sim, CreatedAt: r.CreatedAt,
+		leaseUntil: r.LeaseUntil,
 	}
 	if r.Status == ledger.StatusFailed {
 		m.ErrorClass = r.Class.String()
@@ -400,10 +404,10 @@ func (f *Funnel) keyStage(ctx context.Context, c *check) (bool, error) {
 		return false, err
 	}
 	if got.Record.Hash != c.call.Hash && got.Outcome != ledger.Retryable {
-		if c.req.Key != "" && c.pol.Strict {
-			return false, fmt.Errorf("%w: key %q", ErrKeyReuse, c.key)
+		m := keyMismatchOf(c.pol, c.req.Key != "", c.call, &got.Record, func() *canon.Call { return f.earlierCall(c, &got.Record) })
+		if done, err := m.apply(&c.res, c.key, matchOf(&got.Record, 1)); done || err != nil {
+			return done, err
 		}
-		c.note("arguments differ from the call recorded under this key; the key decides")
 	}
 	if got.Outcome == ledger.InProgress && c.req.Wait > 0 {
 		got, err = f.wait(ctx, c, c.key)
