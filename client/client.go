@@ -135,14 +135,14 @@ type Attempt struct {
 
 // Result is a check's answer.
 type Result struct {
-	Decision       string           `json:"decision"`
-	Stage          string           `json:"stage"`
-	Key            string           `json:"key"`
-	Token          string           `json:"token,omitempty"`
-	LeaseUntil     time.Time        `json:"lease_until,omitzero"`
+	Decision   string    `json:"decision"`
+	Stage      string    `json:"stage"`
+	Key        string    `json:"key"`
+	Token      string    `json:"token,omitempty"`
+	LeaseUntil time.Time `json:"lease_until,omitzero"`
 	// LeaseExpiresAt is set on in_progress: when the lease of the call in
 	// progress ends, unless its holder renews it.
-	LeaseExpiresAt time.Time `json:"lease_expires_at,omitzero"`
+	LeaseExpiresAt time.Time        `json:"lease_expires_at,omitzero"`
 	Match          *Match           `json:"match,omitempty"`
 	Judge          *Verdict         `json:"judge,omitempty"`
 	Policy         string           `json:"policy"`
