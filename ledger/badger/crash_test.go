@@ -87,7 +87,8 @@ func TestCrash(t *testing.T) {
 		c, p := verifyAfterCrash(ctx, t, dir, run)
 		completed, pending = completed+c, pending+p
 	}
-	t.Logf("%d kills; %d checks of acknowledged completions and %d of pending claims (every earlier run re-checked after each kill)", runs, completed, pending)
+	t.Logf("%d kills; %d completions acknowledged, 0 lost; %d checks of acknowledged completions and %d of pending claims (every earlier run re-checked after each kill)",
+		runs, ackedCompletions(t, dir, runs), completed, pending)
 }
 
 // waitForFile waits until the child has acknowledged something.
@@ -264,6 +265,19 @@ func crashCycles(t *testing.T) int {
 	n, err := strconv.Atoi(v)
 	if err != nil || n < 1 {
 		t.Fatalf("%s=%q: want a positive number of kills", envCrashCycles, v)
+	}
+	return n
+}
+
+// ackedCompletions counts the completions acknowledged in runs 0..runs-1.
+func ackedCompletions(t *testing.T, dir string, runs int) int {
+	n := 0
+	for r := range runs {
+		for _, a := range readAcks(t, filepath.Join(dir, fmt.Sprintf("ack-%02d", r))) {
+			if a.kind == "C" {
+				n++
+			}
+		}
 	}
 	return n
 }

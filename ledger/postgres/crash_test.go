@@ -98,11 +98,13 @@ func TestCrash(t *testing.T) {
 			if err != nil || c.Outcome != ledger.Claimed {
 				t.Fatalf("Takeover of the child's uncertain %s: %v %v", a.key, c.Outcome, err)
 			}
-			t.Logf("%d kills; %d checks of acknowledged completions and %d of pending claims", runs, completed, pending)
+			t.Logf("%d kills; %d completions acknowledged, 0 lost; %d checks of acknowledged completions and %d of pending claims",
+				runs, ackedCompletions(t, dir, runs), completed, pending)
 			return
 		}
 	}
-	t.Logf("%d kills; %d checks of acknowledged completions and %d of pending claims", runs, completed, pending)
+	t.Logf("%d kills; %d completions acknowledged, 0 lost; %d checks of acknowledged completions and %d of pending claims",
+		runs, ackedCompletions(t, dir, runs), completed, pending)
 }
 
 func waitForFile(t *testing.T, path string, cmd *exec.Cmd) {
@@ -242,6 +244,19 @@ func crashCycles(t *testing.T) int {
 	n, err := strconv.Atoi(v)
 	if err != nil || n < 1 {
 		t.Fatalf("%s=%q: want a positive number of kills", envCrashCycles, v)
+	}
+	return n
+}
+
+// ackedCompletions counts the completions acknowledged in runs 0..runs-1.
+func ackedCompletions(t *testing.T, dir string, runs int) int {
+	n := 0
+	for r := range runs {
+		for _, a := range readAcks(t, filepath.Join(dir, fmt.Sprintf("ack-%02d", r))) {
+			if a.kind == "C" {
+				n++
+			}
+		}
 	}
 	return n
 }
