@@ -8,10 +8,11 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/idem-dev/idem/client/clienttest"
 )
 
 // leaseServer answers a check with an execute whose lease ends lease from
@@ -60,33 +61,6 @@ func (s *leaseServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// stepClock is a Clock the test drives: After reports each wait on waits
-// and returns when the test ticks.
-type stepClock struct {
-	mu    sync.Mutex // guards now
-	now   time.Time
-	waits chan time.Duration
-	ticks chan time.Time
-}
-
-func newStepClock() *stepClock {
-	return &stepClock{now: time.Now(), waits: make(chan time.Duration), ticks: make(chan time.Time)}
-}
-
-func (c *stepClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
-func (c *stepClock) After(d time.Duration) <-chan time.Time {
-	c.waits <- d
-	return c.ticks
-}
-
-// tick advances the clock by d and ends the wait in progress.
-func (c *stepClock) tick(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-	c.ticks <- c.Now()
-}
-
 func leaseClient(t *testing.T, s *leaseServer, clock Clock) *Client {
 	t.Helper()
 	srv := httptest.NewServer(s)
@@ -113,7 +87,7 @@ func guardAsync(c *Client, fn func(ctx context.Context, key string) (json.RawMes
 func TestGuardRenewsTheLeaseWhileFnRuns(t *testing.T) {
 	s := &leaseServer{lease: time.Minute}
 	s.renewStatus.Store(200)
-	clock := newStepClock()
+	clock := clienttest.NewStepClock(time.Now())
 	release := make(chan struct{})
 	done := guardAsync(leaseClient(t, s, clock), func(ctx context.Context, _ string) (json.RawMessage, error) {
 		select {
@@ -125,12 +99,12 @@ func TestGuardRenewsTheLeaseWhileFnRuns(t *testing.T) {
 	})
 	// A third of the server's lease (its Date header rounds to the second).
 	for i := range 3 {
-		if d := <-clock.waits; d < 19*time.Second || d > 21*time.Second {
+		if d := <-clock.Waits; d < 19*time.Second || d > 21*time.Second {
 			t.Fatalf("wait %d: %v, want a third of the 1 min lease", i, d)
 		}
-		clock.tick(20 * time.Second)
+		clock.Tick(20 * time.Second)
 	}
-	<-clock.waits
+	<-clock.Waits
 	if n := s.renewals.Load(); n != 3 {
 		t.Errorf("%d renewals after three thirds of the lease, want 3", n)
 	}
@@ -146,15 +120,15 @@ func TestGuardRenewsTheLeaseWhileFnRuns(t *testing.T) {
 func TestGuardCancelsFnWhenARenewalIsRefused(t *testing.T) {
 	s := &leaseServer{lease: time.Minute}
 	s.renewStatus.Store(409)
-	clock := newStepClock()
+	clock := clienttest.NewStepClock(time.Now())
 	var cause atomic.Value
 	done := guardAsync(leaseClient(t, s, clock), func(ctx context.Context, _ string) (json.RawMessage, error) {
 		<-ctx.Done()
 		cause.Store(context.Cause(ctx))
 		return nil, ctx.Err()
 	})
-	<-clock.waits
-	clock.tick(20 * time.Second)
+	<-clock.Waits
+	clock.Tick(20 * time.Second)
 	err := <-done
 	if c, _ := cause.Load().(error); !errors.Is(c, ErrLeaseLost) {
 		t.Errorf("fn's context ended with cause %v, want ErrLeaseLost", c)
@@ -170,19 +144,19 @@ func TestGuardCancelsFnWhenARenewalIsRefused(t *testing.T) {
 func TestGuardCancelsFnWhenTheLeaseRunsOut(t *testing.T) {
 	s := &leaseServer{lease: time.Minute}
 	s.renewStatus.Store(503) // the server cannot be reached
-	clock := newStepClock()
+	clock := clienttest.NewStepClock(time.Now())
 	done := guardAsync(leaseClient(t, s, clock), func(ctx context.Context, _ string) (json.RawMessage, error) {
 		<-ctx.Done()
 		return nil, context.Cause(ctx)
 	})
-	<-clock.waits
-	clock.tick(20 * time.Second) // renewal 1: 503
-	<-clock.waits
-	clock.tick(20 * time.Second) // renewal 2: 503
-	if d := <-clock.waits; d > 20*time.Second {
+	<-clock.Waits
+	clock.Tick(20 * time.Second) // renewal 1: 503
+	<-clock.Waits
+	clock.Tick(20 * time.Second) // renewal 2: 503
+	if d := <-clock.Waits; d > 20*time.Second {
 		t.Errorf("last wait %v: want it to end with the lease", d)
 	}
-	clock.tick(20 * time.Second) // the lease is over
+	clock.Tick(20 * time.Second) // the lease is over
 	if err := <-done; !errors.Is(err, ErrLeaseLost) {
 		t.Errorf("Guard: %v, want ErrLeaseLost", err)
 	}

@@ -156,7 +156,9 @@ func (l *Ledger) checkClaim(req *ClaimRequest) error {
 // token; otherwise it says what holds the key: InProgress, Duplicate,
 // FailedPermanent or Uncertain, with that record. A fenced claim
 // (req.Fenced) of a free key fails with ErrSessionMoved, writing nothing,
-// when the session has moved past req.SessionSeen.
+// when the session has moved past req.SessionSeen. Claim looks at req.Key
+// only, never at the old form of an explicit key (see Get): a caller reads
+// a key before it claims it, and the old form is never written any more.
 func (l *Ledger) Claim(ctx context.Context, req ClaimRequest) (Claim, error) {
 	return l.claim(ctx, req, false)
 }
@@ -279,46 +281,12 @@ func (l *Ledger) checkResult(field string, v json.RawMessage) error {
 }
 
 func (l *Ledger) finish(ctx context.Context, op, tenant, key, token string, set func(*Record)) (Record, error) {
-	if err := checkTenant(tenant); err != nil {
-		return Record{}, fmt.Errorf("%s: %w", op, err)
-	}
-	if err := checkKey(key); err != nil {
-		return Record{}, fmt.Errorf("%s: %w", op, err)
-	}
-	if token == "" {
-		return Record{}, fmt.Errorf("%s %q: %w", op, key, invalid("token", "empty"))
-	}
-	var out Record
-	err := l.store.Update(ctx, tenant, key, func(cur *Record) (*Record, error) {
-		now := l.now()
-		ms := now.UnixMilli()
-		out = Record{}
-		if cur == nil || l.expired(cur, ms) {
-			return nil, ErrNotFound
-		}
-		switch {
-		case cur.Token != token:
-			out = *cur
-			out.Token = ""
-			return nil, ErrStaleToken
-		case cur.Status != StatusPending:
-			out = *cur
-			out.Token = ""
-			return nil, fmt.Errorf("%w: it is %s", ErrNotPending, cur.Status)
-		}
-		next := *cur // the store hands fn a copy of its own
-		set(&next)
-		next.UpdatedAt = ms
-		next.RetainUntil = now.Add(l.cfg.Retention).UnixMilli()
-		out = next
-		out.Token = ""
-		return &next, nil
+	return l.holderUpdate(ctx, op, tenant, key, token, func(cur Record, now time.Time) (*Record, error) {
+		set(&cur) // cur is the store's copy, ours to change
+		cur.UpdatedAt = now.UnixMilli()
+		cur.RetainUntil = now.Add(l.cfg.Retention).UnixMilli()
+		return &cur, nil
 	})
-	if err != nil {
-		return out, fmt.Errorf("%s %q: %w", op, key, corrupt(key, err))
-	}
-	l.log.DebugContext(ctx, "ledger "+op, "tenant", tenant, "key", key, "status", out.Status.String())
-	return out, nil
 }
 
 // Renew extends the lease of the PENDING record under key held by token,
@@ -331,27 +299,48 @@ func (l *Ledger) finish(ctx context.Context, op, tenant, key, token string, set 
 // racing, exactly one wins. A holder past MaxLease gets ErrLeaseLimit.
 // It returns the record as it stands, also on those errors.
 func (l *Ledger) Renew(ctx context.Context, tenant, key, token string, lease time.Duration) (Record, error) {
-	if err := checkTenant(tenant); err != nil {
-		return Record{}, fmt.Errorf("renew: %w", err)
-	}
-	if err := checkKey(key); err != nil {
-		return Record{}, fmt.Errorf("renew: %w", err)
-	}
-	if token == "" {
-		return Record{}, fmt.Errorf("renew %q: %w", key, invalid("token", "empty"))
-	}
 	if lease < 0 {
 		return Record{}, fmt.Errorf("renew %q: %w", key, invalid("lease", "negative"))
 	}
 	if lease == 0 {
 		lease = l.cfg.Lease
 	}
+	return l.holderUpdate(ctx, "renew", tenant, key, token, func(cur Record, now time.Time) (*Record, error) {
+		// UpdatedAt is the claim's time: a renewal leaves it.
+		limit := cur.UpdatedAt + l.cfg.MaxLease.Milliseconds()
+		until := min(now.Add(lease).UnixMilli(), limit)
+		switch {
+		case until <= now.UnixMilli():
+			return nil, fmt.Errorf("%w (%v after the claim)", ErrLeaseLimit, l.cfg.MaxLease)
+		case until <= cur.LeaseUntil:
+			return nil, nil // it already lasts as long
+		}
+		cur.LeaseUntil = until
+		cur.RetainUntil = max(cur.RetainUntil, until+l.cfg.Retention.Milliseconds())
+		return &cur, nil
+	})
+}
+
+// holderUpdate changes the PENDING record under key held by token to what
+// next returns (nil: nothing), refusing an absent record (ErrNotFound),
+// another token (ErrStaleToken) and a finished record (ErrNotPending). It
+// returns the record as it stands or as written, without its token, also
+// on those errors.
+func (l *Ledger) holderUpdate(ctx context.Context, op, tenant, key, token string, next func(cur Record, now time.Time) (*Record, error)) (Record, error) {
+	if err := checkTenant(tenant); err != nil {
+		return Record{}, fmt.Errorf("%s: %w", op, err)
+	}
+	if err := checkKey(key); err != nil {
+		return Record{}, fmt.Errorf("%s: %w", op, err)
+	}
+	if token == "" {
+		return Record{}, fmt.Errorf("%s %q: %w", op, key, invalid("token", "empty"))
+	}
 	var out Record
 	err := l.store.Update(ctx, tenant, key, func(cur *Record) (*Record, error) {
 		now := l.now()
-		ms := now.UnixMilli()
 		out = Record{}
-		if cur == nil || l.expired(cur, ms) {
+		if cur == nil || l.expired(cur, now.UnixMilli()) {
 			return nil, ErrNotFound
 		}
 		out = *cur
@@ -362,26 +351,18 @@ func (l *Ledger) Renew(ctx context.Context, tenant, key, token string, lease tim
 		case cur.Status != StatusPending:
 			return nil, fmt.Errorf("%w: it is %s", ErrNotPending, cur.Status)
 		}
-		// UpdatedAt is the claim's time: a renewal leaves it.
-		limit := cur.UpdatedAt + l.cfg.MaxLease.Milliseconds()
-		until := min(now.Add(lease).UnixMilli(), limit)
-		if until <= ms {
-			return nil, fmt.Errorf("%w (%v after the claim)", ErrLeaseLimit, l.cfg.MaxLease)
+		n, err := next(*cur, now)
+		if err != nil || n == nil {
+			return nil, err
 		}
-		if until <= cur.LeaseUntil {
-			return nil, nil // it already lasts as long
-		}
-		next := *cur
-		next.LeaseUntil = until
-		next.RetainUntil = max(cur.RetainUntil, until+l.cfg.Retention.Milliseconds())
-		out = next
+		out = *n
 		out.Token = ""
-		return &next, nil
+		return n, nil
 	})
 	if err != nil {
-		return out, fmt.Errorf("renew %q: %w", key, corrupt(key, err))
+		return out, fmt.Errorf("%s %q: %w", op, key, corrupt(key, err))
 	}
-	l.log.DebugContext(ctx, "ledger renew", "tenant", tenant, "key", key, "lease_until_ms", out.LeaseUntil)
+	l.log.DebugContext(ctx, "ledger "+op, "tenant", tenant, "key", key, "status", out.Status.String(), "lease_until_ms", out.LeaseUntil)
 	return out, nil
 }
 
@@ -440,8 +421,8 @@ func (l *Ledger) read(ctx context.Context, tenant, key string) (Record, error) {
 // is woken by the store's change notification and a timer for the lease,
 // not by polling. A record that disappears yields ErrNotFound.
 func (l *Ledger) Wait(ctx context.Context, tenant, key string) (Claim, error) {
-	if _, _, legacy := legacyKey(key); legacy {
-		// Watch the key the record is stored under.
+	if _, _, ok := legacyKey(key); ok {
+		// Watch the key the record is stored under (the old form, maybe).
 		if c, err := l.Get(ctx, tenant, key); err == nil {
 			key = c.Record.Key
 		}

@@ -5,42 +5,16 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/idem-dev/idem/client"
+	"github.com/idem-dev/idem/client/clienttest"
 	"github.com/idem-dev/idem/funnel"
 	"github.com/idem-dev/idem/ledger/ledgertest"
 	"github.com/idem-dev/idem/server"
 )
-
-// stepClock is a client.Clock the test drives: After reports each wait on
-// waits and returns when the test ticks.
-type stepClock struct {
-	mu    sync.Mutex // guards now
-	now   time.Time
-	waits chan time.Duration
-	ticks chan time.Time
-}
-
-func newStepClock() *stepClock {
-	return &stepClock{now: time.Now(), waits: make(chan time.Duration), ticks: make(chan time.Time)}
-}
-
-func (c *stepClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
-func (c *stepClock) After(d time.Duration) <-chan time.Time {
-	c.waits <- d
-	return c.ticks
-}
-
-func (c *stepClock) tick(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-	c.ticks <- c.Now()
-}
 
 // longCall is a tool call that runs until released, or until its context
 // ends, through Guard in a goroutine.
@@ -90,18 +64,18 @@ func TestLongRunningToolKeepsItsKey(t *testing.T) {
 	e := start(t, options{now: clk.Now, lease: time.Minute})
 	clk.Advance(time.Now().Truncate(time.Second).Sub(clk.Now())) // the ledger's clock near the Date header's
 	ctx := context.Background()
-	cc := newStepClock()
+	cc := clienttest.NewStepClock(time.Now())
 	worker := e.clientWith("", func(cfg *client.Config) { cfg.Clock = cc })
 	other := e.client("")
 	req := client.CheckRequest{SessionID: "s", WorkflowID: "wf", StepID: "1", Tool: "export_report", Arguments: json.RawMessage(`{"report":"Q3"}`)}
 	long := startLong(ctx, worker, req, `{"file":"q3.pdf"}`)
 	<-long.started
-	if d := <-cc.waits; d < 15*time.Second || d > 21*time.Second {
+	if d := <-cc.Waits; d < 15*time.Second || d > 21*time.Second {
 		t.Fatalf("Guard waits %v before renewing, want about a third of the 1 min lease", d)
 	}
 	clk.Advance(50 * time.Second)
-	cc.tick(20 * time.Second) // the renewal
-	<-cc.waits                // renewed: waiting for the next one
+	cc.Tick(20 * time.Second) // the renewal
+	<-cc.Waits                // renewed: waiting for the next one
 	rec, err := other.Record(ctx, "wf:1:export_report")
 	if err != nil || rec.LeaseUntil != clk.Now().Add(time.Minute).UnixMilli() {
 		t.Fatalf("after the renewal: %+v %v, want the lease a minute from now", rec, err)
@@ -131,13 +105,13 @@ func TestRefusedRenewalCancelsTheTool(t *testing.T) {
 	clk := ledgertest.NewClock(time.Now().Truncate(time.Second))
 	e := start(t, options{now: clk.Now, lease: time.Minute})
 	ctx := context.Background()
-	cc := newStepClock()
+	cc := clienttest.NewStepClock(time.Now())
 	worker := e.clientWith("", func(cfg *client.Config) { cfg.Clock = cc })
 	other := e.client("")
 	req := client.CheckRequest{SessionID: "s", IdempotencyKey: "export-9", Tool: "export_report", Arguments: json.RawMessage(`{"report":"Q4"}`)}
 	long := startLong(ctx, worker, req, `"never"`)
 	<-long.started
-	<-cc.waits
+	<-cc.Waits
 	clk.Advance(61 * time.Second) // the worker stalled: its lease ran out
 	retry := req
 	retry.Takeover = true
@@ -145,7 +119,7 @@ func TestRefusedRenewalCancelsTheTool(t *testing.T) {
 	if err != nil || tk.Decision != client.Execute {
 		t.Fatalf("takeover of the lost lease: %+v %v", tk, err)
 	}
-	cc.tick(20 * time.Second) // the stalled worker's renewal: refused
+	cc.Tick(20 * time.Second) // the stalled worker's renewal: refused
 	got := <-long.done
 	if cause, _ := long.cause.Load().(error); !errors.Is(cause, client.ErrLeaseLost) || !errors.Is(got.err, client.ErrLeaseLost) {
 		t.Fatalf("fn's context ended with %v, Guard returned %v; want ErrLeaseLost", cause, got.err)
