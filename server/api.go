@@ -430,9 +430,11 @@ func loneSurrogate(body []byte) int {
 		return rune(n), err == nil
 	}
 	for i := 0; i < len(body); i++ {
-		if body[i] != '\\' {
-			continue
+		j := bytes.IndexByte(body[i:], '\\')
+		if j < 0 {
+			return -1
 		}
+		i += j
 		r, ok := hex4(i)
 		if !ok {
 			i++ // another escape: skip the escaped byte (it may be a backslash)

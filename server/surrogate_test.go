@@ -98,3 +98,31 @@ func countSpelledFFFD(body []byte) int {
 	}
 	return n
 }
+
+// BenchmarkDecodeCheck: decoding a 1 KB check body, and the lone-surrogate
+// scan it includes on its own, side by side.
+//
+//	go test ./server -run '^$' -bench 'DecodeCheck' -benchmem -count 5
+func BenchmarkDecodeCheck(b *testing.B) {
+	body := []byte(`{"session_id":"chat-42","workflow_id":"run-7","step_id":"3","tool":"send_email","arguments":{"to":"ann@example.com","subject":"Your invoice for March \u00e9t\u00e9","body":"` +
+		strings.Repeat("Hello Ann, your March invoice is attached. ", 20) + `"},"attempt":{"kind":"first","number":1}}`)
+	b.Run("decode", func(b *testing.B) {
+		b.ReportAllocs()
+		b.SetBytes(int64(len(body)))
+		for b.Loop() {
+			var req CheckRequest
+			if err := decodeJSON(body, &req); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("surrogate-scan", func(b *testing.B) {
+		b.ReportAllocs()
+		b.SetBytes(int64(len(body)))
+		for b.Loop() {
+			if loneSurrogate(body) >= 0 {
+				b.Fatal("found one")
+			}
+		}
+	})
+}
