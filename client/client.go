@@ -17,6 +17,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -37,7 +38,21 @@ type Config struct {
 	// before it gives up on a call that stays in progress.
 	Wait          time.Duration
 	MaxInProgress int
+	// Clock times Guard's lease renewals; nil means the system clock.
+	// Tests inject one.
+	Clock Clock
 }
+
+// Clock is what Guard's lease renewals wait on.
+type Clock interface {
+	Now() time.Time
+	After(d time.Duration) <-chan time.Time
+}
+
+type systemClock struct{}
+
+func (systemClock) Now() time.Time                         { return time.Now() }
+func (systemClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
 
 // DefaultConfig returns a 60 s timeout and, for Guard, waits of 10 s,
 // three times.
@@ -76,6 +91,9 @@ func New(cfg Config) (*Client, error) {
 	hc := cfg.HTTPClient
 	if hc == nil {
 		hc = &http.Client{Timeout: cfg.Timeout}
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = systemClock{}
 	}
 	return &Client{cfg: cfg, base: strings.TrimRight(cfg.BaseURL, "/"), http: hc}, nil
 }
@@ -122,11 +140,14 @@ type Attempt struct {
 
 // Result is a check's answer.
 type Result struct {
-	Decision       string           `json:"decision"`
-	Stage          string           `json:"stage"`
-	Key            string           `json:"key"`
-	Token          string           `json:"token,omitempty"`
-	LeaseUntil     time.Time        `json:"lease_until,omitzero"`
+	Decision   string    `json:"decision"`
+	Stage      string    `json:"stage"`
+	Key        string    `json:"key"`
+	Token      string    `json:"token,omitempty"`
+	LeaseUntil time.Time `json:"lease_until,omitzero"`
+	// LeaseExpiresAt is set on in_progress: when the lease of the call in
+	// progress ends, unless its holder renews it.
+	LeaseExpiresAt time.Time        `json:"lease_expires_at,omitzero"`
 	Match          *Match           `json:"match,omitempty"`
 	Judge          *Verdict         `json:"judge,omitempty"`
 	Policy         string           `json:"policy"`
@@ -140,6 +161,11 @@ type Result struct {
 	TimingsUS      map[string]int64 `json:"timings_us"`
 	// Replayed is set when the server sent Idempotent-Replayed: true.
 	Replayed bool `json:"-"`
+	// RetryAfter is the server's Retry-After on in_progress, else 0.
+	RetryAfter time.Duration `json:"-"`
+	// lease is the execute's lease length by the server's clock, when its
+	// answer said (Date header), for Guard's renewals.
+	lease time.Duration
 }
 
 // Flagged reports whether the call must not execute now.
@@ -205,11 +231,33 @@ type Workflow struct {
 
 // APIError is an error answer: the server's problem document.
 type APIError struct {
+	// Type is the problem's class: one of the Problem* URIs.
+	Type   string `json:"type"`
 	Status int    `json:"status"`
 	Title  string `json:"title"`
 	Detail string `json:"detail"`
 	Field  string `json:"field,omitempty"`
+	// Key names the corrupt record of a ProblemCorrupt.
+	Key string `json:"key,omitempty"`
 }
+
+// The problem types the server answers, one per class of error (see the
+// API's OpenAPI document).
+const (
+	ProblemInvalidField = "urn:idem:problem:invalid-field"
+	ProblemUnauthorized = "urn:idem:problem:unauthorized"
+	ProblemNotFound     = "urn:idem:problem:not-found"
+	ProblemStaleToken   = "urn:idem:problem:stale-token"
+	ProblemNotPending   = "urn:idem:problem:not-pending"
+	ProblemInProgress   = "urn:idem:problem:in-progress"
+	ProblemLeaseLimit   = "urn:idem:problem:lease-limit"
+	ProblemTooLarge     = "urn:idem:problem:too-large"
+	ProblemMediaType    = "urn:idem:problem:unsupported-media-type"
+	ProblemMismatch     = "urn:idem:problem:payload-mismatch"
+	ProblemCorrupt      = "urn:idem:problem:corrupt-record"
+	ProblemInternal     = "urn:idem:problem:internal"
+	ProblemUnavailable  = "urn:idem:problem:store-unavailable"
+)
 
 func (e *APIError) Error() string {
 	return fmt.Sprintf("idem: %d %s: %s", e.Status, e.Title, e.Detail)
@@ -226,7 +274,46 @@ func (c *Client) Check(ctx context.Context, req CheckRequest) (*Result, error) {
 		return nil, err
 	}
 	res.Replayed = h.Get("Idempotent-Replayed") == "true"
+	if secs, err := strconv.Atoi(h.Get("Retry-After")); err == nil && secs > 0 {
+		res.RetryAfter = time.Duration(secs) * time.Second
+	}
+	if res.Decision == Execute {
+		res.lease = leaseOf(h, res.LeaseUntil)
+	}
 	return &res, nil
+}
+
+// leaseOf is how long a lease ending at until lasts from the answer that
+// carries it, by the server's clock (its Date header, to the second) so
+// that a client whose clock is off renews in time; 0 when unknown.
+func leaseOf(h http.Header, until time.Time) time.Duration {
+	date, err := http.ParseTime(h.Get("Date"))
+	if err != nil || until.IsZero() {
+		return 0
+	}
+	return until.Sub(date)
+}
+
+// Renew extends the lease of the execution holding token by lease from
+// now (0: the server's ledger.lease), so that a call running longer than
+// its lease keeps its key. Guard does it by itself.
+func (c *Client) Renew(ctx context.Context, key, token string, lease time.Duration) (*Record, error) {
+	rec, _, err := c.renew(ctx, key, token, lease)
+	return rec, err
+}
+
+func (c *Client) renew(ctx context.Context, key, token string, lease time.Duration) (*Record, http.Header, error) {
+	var rec Record
+	body := struct {
+		Key     string `json:"key"`
+		Token   string `json:"token"`
+		LeaseMS int64  `json:"lease_ms,omitempty"`
+	}{key, token, lease.Milliseconds()}
+	h, err := c.do(ctx, http.MethodPost, "/v1/renew", body, &rec)
+	if err != nil {
+		return nil, nil, err
+	}
+	return &rec, h, nil
 }
 
 // Complete records result (JSON) as the outcome of the execution holding
@@ -269,9 +356,17 @@ func (c *Client) Record(ctx context.Context, key string) (*Record, error) {
 	return &rec, nil
 }
 
-// Forget deletes the record under key.
+// Forget deletes the record under key. A record whose call is executing
+// under a live lease is refused (ProblemInProgress, a 409): forgetting it
+// would let the call run twice; ForceForget forgets it anyway.
 func (c *Client) Forget(ctx context.Context, key string) error {
 	_, err := c.do(ctx, http.MethodDelete, "/v1/records/"+url.PathEscape(key), nil, nil)
+	return err
+}
+
+// ForceForget deletes the record under key, also one in progress.
+func (c *Client) ForceForget(ctx context.Context, key string) error {
+	_, err := c.do(ctx, http.MethodDelete, "/v1/records/"+url.PathEscape(key)+"?force=true", nil, nil)
 	return err
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/idem-dev/idem/ledger"
@@ -27,6 +28,12 @@ var (
 	// ErrNotRecorded: fn ran but its outcome could not be recorded; the
 	// result is returned with it.
 	ErrNotRecorded = errors.New("idem: the call ran but its outcome was not recorded")
+	// ErrLeaseLost: the running call's lease could not be kept: a renewal
+	// was refused (the key was taken over or forgotten, or has been held
+	// for the server's max_lease), or the lease ran out before a renewal
+	// got through. Guard cancels fn's context with it as the cause
+	// (context.Cause): another execution may start once the lease is gone.
+	ErrLeaseLost = errors.New("idem: the call's lease was lost")
 )
 
 // FlaggedError is Guard's answer when the call was not run: the decision
@@ -81,7 +88,11 @@ const recordTimeout = 10 * time.Second
 // Guard runs one side-effecting call at most once:
 //
 //   - execute: it runs fn with the call's key (pass it downstream), then
-//     records fn's result (Complete) or error (Fail). The error's class
+//     records fn's result (Complete) or error (Fail). While fn runs, Guard
+//     renews the lease every third of it, so a call that runs longer than
+//     its lease keeps its key; if a renewal is refused, or the lease runs
+//     out before one gets through, fn's context is cancelled with the
+//     cause ErrLeaseLost. The error's class
 //     is ledger.ClassifyError's: an error marked with Permanent or
 //     Transient, or carrying an HTTP status (a StatusCode() int method:
 //     400, 401, 403, 404, 409, 422 are permanent; 408, 429, 5xx
@@ -132,7 +143,17 @@ func (c *Client) Guard(ctx context.Context, req CheckRequest, fn func(ctx contex
 }
 
 func (c *Client) execute(ctx context.Context, res *Result, fn func(ctx context.Context, key string) (json.RawMessage, error)) (json.RawMessage, error) {
-	out, ferr := fn(ctx, res.Key)
+	fctx, lost := context.WithCancelCause(ctx)
+	defer lost(nil)
+	lctx, stop := context.WithCancel(ctx) // the renewals' own: they end when fn does
+	var wg sync.WaitGroup
+	wg.Go(func() { c.keepLease(lctx, res, lost) })
+	out, ferr := fn(fctx, res.Key)
+	stop()
+	wg.Wait()
+	if cause := context.Cause(fctx); ferr != nil && errors.Is(cause, ErrLeaseLost) {
+		ferr = fmt.Errorf("%w (%w)", ferr, cause)
+	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
 	defer cancel()
 	if ferr != nil {
@@ -156,4 +177,55 @@ func (c *Client) execute(ctx context.Context, res *Result, fn func(ctx context.C
 		return out, fmt.Errorf("%w: %w", ErrNotRecorded, err)
 	}
 	return out, nil
+}
+
+// keepLease renews res's lease every third of it until ctx ends; when a
+// renewal is refused, or the lease runs out before one got through, it
+// cancels the call with ErrLeaseLost. Times are by c's clock, lease
+// lengths by the server's (Result.lease): the lease is taken to end a
+// second before it does by the server's reckoning, for the Date header's
+// rounding.
+func (c *Client) keepLease(ctx context.Context, res *Result, lost context.CancelCauseFunc) {
+	clock := c.cfg.Clock
+	start := clock.Now()
+	lease := res.lease
+	if lease <= 0 {
+		lease = res.LeaseUntil.Sub(start)
+	}
+	if lease <= 0 {
+		return // no lease to keep: nothing the server said
+	}
+	every := lease / 3
+	end := start.Add(lease - time.Second)
+	for {
+		wait := min(every, end.Sub(clock.Now()))
+		if wait <= 0 {
+			lost(fmt.Errorf("%w: it ran out before a renewal got through", ErrLeaseLost))
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-clock.After(wait):
+		}
+		sent := clock.Now()
+		if !sent.Before(end) {
+			lost(fmt.Errorf("%w: it ran out before a renewal got through", ErrLeaseLost))
+			return
+		}
+		rec, h, err := c.renew(ctx, res.Key, res.Token, lease)
+		if ae, ok := errors.AsType[*APIError](err); ok && ae.Status >= 400 && ae.Status < 500 {
+			lost(fmt.Errorf("%w: renewal refused: %w", ErrLeaseLost, err))
+			return
+		}
+		if err != nil {
+			continue // unreachable or busy: again at the next tick, while the lease lasts
+		}
+		until := time.UnixMilli(rec.LeaseUntil)
+		granted := leaseOf(h, until)
+		if granted <= 0 {
+			granted = until.Sub(sent)
+		}
+		end = sent.Add(granted - time.Second)
+	}
 }

@@ -108,7 +108,10 @@ type Postgres struct {
 
 // Ledger configures records.
 type Ledger struct {
-	Lease          time.Duration `yaml:"lease"`
+	Lease time.Duration `yaml:"lease"`
+	// MaxLease bounds how long one claim may hold its key, renewals
+	// (POST /v1/renew) included.
+	MaxLease       time.Duration `yaml:"max_lease"`
 	Retention      time.Duration `yaml:"retention"`
 	MaxResultBytes int           `yaml:"max_result_bytes"`
 }
@@ -233,7 +236,7 @@ func Default() Config {
 		Log:      Log{Format: "text", Level: "info"},
 		Store:    Store{Backend: BackendBadger, SyncWrites: true, GCInterval: 5 * time.Minute},
 		Postgres: Postgres{Schema: "idem", PoolSize: 10, StatementTimeout: 5 * time.Second},
-		Ledger:   Ledger{Lease: 5 * time.Minute, Retention: 24 * time.Hour, MaxResultBytes: 1 << 20},
+		Ledger:   Ledger{Lease: 5 * time.Minute, MaxLease: time.Hour, Retention: 24 * time.Hour, MaxResultBytes: 1 << 20},
 		Embedder: Embedder{
 			Provider: ProviderBuiltin, Timeout: 10 * time.Second, CacheEntries: 100_000,
 			Batch: lc.EncoderBatch, Queue: lc.EncoderQueue, BackgroundQueue: lc.BackgroundQueue, Workers: lc.EncoderWorkers,
@@ -340,6 +343,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Ledger.Lease <= 0 {
 		bad("ledger.lease", "must be positive")
+	}
+	if c.Ledger.MaxLease < c.Ledger.Lease {
+		bad("ledger.max_lease", "%v is shorter than ledger.lease (%v)", c.Ledger.MaxLease, c.Ledger.Lease)
 	}
 	if c.Ledger.Retention <= 0 {
 		bad("ledger.retention", "must be positive")
@@ -451,6 +457,9 @@ func (c *Config) Validate() error {
 		}
 		if names[p.Name] {
 			bad(key+".name", "%q defined twice", p.Name)
+		}
+		if p.Lease > c.Ledger.MaxLease {
+			bad(key+".lease", "%v is longer than ledger.max_lease (%v)", p.Lease, c.Ledger.MaxLease)
 		}
 		names[p.Name] = true
 	}

@@ -506,6 +506,9 @@ func (f *Funnel) finish(ctx context.Context, c *check, err error) (Result, error
 		return Result{}, err
 	}
 	c.res.TimingsUS["total"] = time.Since(c.start).Microseconds()
+	if c.res.Decision == InProgress && c.res.Match != nil {
+		c.res.LeaseExpiresAt = time.UnixMilli(c.res.Match.leaseUntil).UTC()
+	}
 	f.log.DebugContext(ctx, "check",
 		"key", c.key, "tool", c.req.Tool, "policy", c.pol.Name,
 		"decision", string(c.res.Decision), "stage", string(c.res.Stage),
@@ -525,6 +528,7 @@ func matchOf(r *ledger.Record, sim float64) *Match {
 	m := &Match{
 		Key: r.Key, Tool: r.Tool, Workflow: r.Workflow, Step: r.Step, Status: r.Status.String(),
 		Result: r.Result, Error: r.Error, Similarity: sim, CreatedAt: r.CreatedAt,
+		leaseUntil: r.LeaseUntil,
 	}
 	if r.Status == ledger.StatusFailed {
 		m.ErrorClass = r.Class.String()

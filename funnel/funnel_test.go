@@ -648,7 +648,7 @@ func TestForgottenWhileWaitingExecutes(t *testing.T) {
 	first := e.check(t, Request{Step: "1", Tool: "send_email", Arguments: []byte(invoice)})
 	go func() {
 		time.Sleep(20 * time.Millisecond)
-		e.ledger.Forget(context.Background(), "acme", first.Key)
+		e.ledger.Forget(context.Background(), "acme", first.Key, true)
 	}()
 	res := e.check(t, Request{Step: "1", Tool: "send_email", Arguments: []byte(invoice), Wait: 10 * time.Second})
 	want(t, res, Execute, StageNew)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/idem-dev/idem/canon"
 	"github.com/idem-dev/idem/ledger"
 )
 
@@ -19,10 +20,10 @@ func (f *Funnel) keyStage(ctx context.Context, c *check) (bool, error) {
 		return false, err
 	}
 	if got.Record.Hash != c.call.Hash && got.Outcome != ledger.Retryable {
-		if c.req.Key != "" && c.pol.Strict {
-			return false, fmt.Errorf("%w: key %q", ErrKeyReuse, c.key)
+		m := keyMismatchOf(c.pol, c.req.Key != "", c.call, &got.Record, func() *canon.Call { return f.earlierCall(c, &got.Record) })
+		if done, err := m.apply(&c.res, c.key, matchOf(&got.Record, 1)); done || err != nil {
+			return done, err
 		}
-		c.note("arguments differ from the call recorded under this key; the key decides")
 	}
 	if got.Outcome == ledger.InProgress && c.req.Wait > 0 {
 		got, err = f.wait(ctx, c, c.key)

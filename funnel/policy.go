@@ -81,9 +81,16 @@ type Policy struct {
 	// Window bounds how far back in the session the exact and semantic
 	// stages look; 0 means the whole retention period.
 	Window time.Duration `yaml:"window,omitempty" json:"window,omitempty"`
-	// Strict refuses an explicit idempotency key reused with a different
-	// canonical call (ErrKeyReuse) instead of replaying the first.
-	Strict bool `yaml:"strict,omitempty" json:"strict,omitempty"`
+	// Strict refuses an explicit idempotency key reused with different
+	// identity fields (ErrKeyReuse, a 422) instead of replaying the first
+	// call's result; on in the default policies. A reworded text under the
+	// key still replays.
+	Strict bool `yaml:"strict" json:"strict"`
+	// OnKeyMismatch is what a positional key (workflow:step:tool) answers
+	// when the record there holds a call with other identity fields (another
+	// recipient, another amount): confirm (the default; "" reads as
+	// confirm), or replay, the position deciding as for a reworded retry.
+	OnKeyMismatch Action `yaml:"on_key_mismatch" json:"on_key_mismatch"`
 }
 
 // DefaultPolicies are safe for a service that knows nothing of its tools:
@@ -99,6 +106,7 @@ func DefaultPolicies() []Policy {
 			Name: "read-only", ReadOnly: &readOnly,
 			DuplicateThreshold: 0.9, AmbiguousThreshold: 0.85, IdentityGate: true, Semantic: true,
 			OnDuplicate: ActionReplay, Judge: true, Fallback: FallbackExecute, Uncompared: FallbackExecute,
+			Strict: true, OnKeyMismatch: ActionConfirm,
 		},
 		DefaultPolicy(),
 	}
@@ -110,6 +118,7 @@ func DefaultPolicy() Policy {
 		Name:               "default",
 		DuplicateThreshold: 0.9, AmbiguousThreshold: 0.85, IdentityGate: true, Semantic: true,
 		OnDuplicate: ActionConfirm, Judge: true, Fallback: FallbackExecute, Uncompared: FallbackConfirm,
+		Strict: true, OnKeyMismatch: ActionConfirm,
 	}
 }
 
@@ -134,6 +143,11 @@ func (p Policy) Validate() error {
 	case ActionReplay, ActionConfirm, ActionWarn:
 	default:
 		errs = append(errs, fmt.Errorf("on_duplicate: %q is not replay, confirm or warn", p.OnDuplicate))
+	}
+	switch p.OnKeyMismatch {
+	case "", ActionConfirm, ActionReplay:
+	default:
+		errs = append(errs, fmt.Errorf("on_key_mismatch: %q is not confirm or replay", p.OnKeyMismatch))
 	}
 	switch p.Fallback {
 	case FallbackExecute, FallbackConfirm:

@@ -179,7 +179,7 @@ func TestForgottenNewestCallDoesNotWedgeTheSession(t *testing.T) {
 	e.run(t, Request{Step: "1", Tool: "refund", Arguments: []byte(`{"order_id":"O1"}`)}, `{"ok":true}`)
 	second := e.check(t, Request{Step: "2", Tool: "refund", Arguments: []byte(`{"order_id":"O2"}`)})
 	want(t, second, Execute, StageNew)
-	if err := e.ledger.Forget(t.Context(), "acme", second.Key); err != nil {
+	if err := e.ledger.Forget(t.Context(), "acme", second.Key, true); err != nil {
 		t.Fatal(err)
 	}
 	moved := func(r Result) bool {

@@ -107,6 +107,7 @@ type Match struct {
 	// stages, and for calls without text whose identity fields are equal).
 	Similarity float64 `json:"similarity"`
 	CreatedAt  int64   `json:"created_at_ms"`
+	leaseUntil int64   // the record's lease end (ms), for LeaseExpiresAt
 }
 
 // Verdict is the judge's answer, when it was asked.
@@ -126,8 +127,11 @@ type Result struct {
 	// Token and LeaseUntil are set when the decision is Execute.
 	Token      string    `json:"token,omitempty"`
 	LeaseUntil time.Time `json:"lease_until,omitzero"`
-	Match      *Match    `json:"match,omitempty"`
-	Judge      *Verdict  `json:"judge,omitempty"`
+	// LeaseExpiresAt is set when the decision is InProgress: when the
+	// lease of the call in progress ends, unless its holder renews it.
+	LeaseExpiresAt time.Time `json:"lease_expires_at,omitzero"`
+	Match          *Match    `json:"match,omitempty"`
+	Judge          *Verdict  `json:"judge,omitempty"`
 	// Policy names the action type whose policy applied.
 	Policy string `json:"policy"`
 	// Reason says in a sentence why.
@@ -173,7 +177,7 @@ func (r *Result) Flagged() bool { return r.Decision != Execute }
 var (
 	// ErrInvalidRequest: a required field is missing or malformed.
 	ErrInvalidRequest = errors.New("funnel: invalid request")
-	// ErrKeyReuse: an explicit idempotency key was reused with a different
-	// canonical call under a strict policy.
+	// ErrKeyReuse: an explicit idempotency key was reused with other
+	// identity fields under a strict policy (the default).
 	ErrKeyReuse = errors.New("funnel: idempotency key reused with different arguments")
 )

@@ -4,7 +4,6 @@ import (
 	"container/list"
 	"context"
 	"errors"
-	"strings"
 	"sync"
 
 	"github.com/idem-dev/idem/ledger"
@@ -197,24 +196,7 @@ func windowsOf(emb []float32, dim int) [][]float32 {
 }
 
 // baseKey strips a sampling retry's derived suffix (#s<n> or #e<hex>).
-func baseKey(key string) string {
-	i := strings.LastIndexByte(key, '#')
-	if i < 0 || i+2 > len(key) {
-		return key
-	}
-	suffix := key[i+2:]
-	switch key[i+1] {
-	case 's':
-		if suffix != "" && strings.Trim(suffix, "0123456789") == "" {
-			return key[:i]
-		}
-	case 'e':
-		if len(suffix) == 16 && strings.Trim(suffix, "0123456789abcdef") == "" {
-			return key[:i]
-		}
-	}
-	return key
-}
+func baseKey(key string) string { return ledger.BaseKey(key) }
 
 // sessions holds the session views, least recently used first out.
 type sessions struct {

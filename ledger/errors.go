@@ -3,6 +3,7 @@ package ledger
 import (
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // Sentinel errors. Match them with errors.Is; the returned errors wrap them
@@ -26,8 +27,16 @@ var (
 	// ErrConflict: the store kept losing a write race on this key and
 	// gave up; the caller may retry.
 	ErrConflict = errors.New("ledger: write conflict, retry")
-	// ErrCorrupt: a stored record failed its integrity check.
+	// ErrCorrupt: a stored record failed its integrity check. Reads and
+	// writes of its key fail with a *CorruptError naming it until the
+	// record is forgotten (Forget removes the raw entry); listings skip it.
 	ErrCorrupt = errors.New("ledger: corrupt record")
+	// ErrLeaseLimit: a renewal would hold the key past Config.MaxLease
+	// from its claim; the lease was not extended.
+	ErrLeaseLimit = errors.New("ledger: lease cannot be extended past the maximum lease")
+	// ErrInProgress: Forget of a record whose call is executing under a
+	// live lease, which would let it run a second time (force it to).
+	ErrInProgress = errors.New("ledger: the record's call is in progress")
 	// ErrUnavailable: the store cannot be reached right now (a database
 	// connection lost, a statement timed out); the caller may retry.
 	ErrUnavailable = errors.New("ledger: store unavailable")
@@ -56,6 +65,29 @@ func (e *SessionMovedError) Error() string {
 
 // Is reports whether target is ErrSessionMoved.
 func (e *SessionMovedError) Is(target error) bool { return target == ErrSessionMoved }
+
+// CorruptError reports a stored record that failed its integrity check,
+// naming its key; it matches ErrCorrupt and is immutable.
+type CorruptError struct {
+	Key    string // the record's key
+	Reason string // what the check found: "checksum mismatch", …
+}
+
+func (e *CorruptError) Error() string {
+	return fmt.Sprintf("ledger: corrupt record under key %q: %s", e.Key, e.Reason)
+}
+
+// Is reports whether target is ErrCorrupt.
+func (e *CorruptError) Is(target error) bool { return target == ErrCorrupt }
+
+// Corrupt returns a *CorruptError for key. Stores wrap their integrity
+// failures with it (err's text becomes the reason).
+func Corrupt(key string, err error) error {
+	if ce, ok := errors.AsType[*CorruptError](err); ok {
+		return ce
+	}
+	return &CorruptError{Key: key, Reason: strings.TrimPrefix(err.Error(), ErrCorrupt.Error()+": ")}
+}
 
 // FieldError reports a bad argument and names it; it is immutable. It matches
 // ErrInvalidInput, or ErrTooLarge when the value is over a size limit.

@@ -17,8 +17,13 @@ import (
 type Config struct {
 	// Lease is how long a claim holds its key before it becomes uncertain,
 	// unless the claim asks for its own. Size it from the slowest
-	// execution (observed P999) plus the client's retry period.
+	// execution (observed P999) plus the client's retry period; a holder
+	// that runs longer renews it (Renew).
 	Lease time.Duration
+	// MaxLease bounds how long one claim may hold its key, renewals
+	// included: no lease (a claim's own or a renewal) ends later than
+	// MaxLease after the claim.
+	MaxLease time.Duration
 	// Retention is how long SUCCESS and FAILED records are kept and
 	// replayed. A PENDING record is kept for Lease + Retention.
 	Retention time.Duration
@@ -32,11 +37,12 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// DefaultConfig returns a 5-minute lease, 24-hour retention and a 1 MiB
-// bound on results.
+// DefaultConfig returns a 5-minute lease renewable up to an hour, 24-hour
+// retention and a 1 MiB bound on results.
 func DefaultConfig() Config {
 	return Config{
 		Lease:          5 * time.Minute,
+		MaxLease:       time.Hour,
 		Retention:      24 * time.Hour,
 		MaxResultBytes: 1 << 20,
 	}
@@ -47,6 +53,8 @@ func (c Config) Validate() error {
 	switch {
 	case c.Lease <= 0:
 		return fmt.Errorf("ledger config: Lease must be positive, got %v", c.Lease)
+	case c.MaxLease < c.Lease:
+		return fmt.Errorf("ledger config: MaxLease (%v) must be at least Lease (%v)", c.MaxLease, c.Lease)
 	case c.Retention <= 0:
 		return fmt.Errorf("ledger config: Retention must be positive, got %v", c.Retention)
 	case c.MaxResultBytes <= 0:
@@ -94,7 +102,8 @@ type ClaimRequest struct {
 	EmbeddingModel string
 
 	Attempt int
-	// Lease overrides Config.Lease for this claim when positive.
+	// Lease overrides Config.Lease for this claim when positive; it is cut
+	// to Config.MaxLease.
 	Lease time.Duration
 
 	// Fenced makes the claim conditional on the session: when it would
@@ -147,7 +156,9 @@ func (l *Ledger) checkClaim(req *ClaimRequest) error {
 // token; otherwise it says what holds the key: InProgress, Duplicate,
 // FailedPermanent or Uncertain, with that record. A fenced claim
 // (req.Fenced) of a free key fails with ErrSessionMoved, writing nothing,
-// when the session has moved past req.SessionSeen.
+// when the session has moved past req.SessionSeen. Claim looks at req.Key
+// only, never at the old form of an explicit key (see Get): a caller reads
+// a key before it claims it, and the old form is never written any more.
 func (l *Ledger) Claim(ctx context.Context, req ClaimRequest) (Claim, error) {
 	return l.claim(ctx, req, false)
 }
@@ -173,6 +184,7 @@ func (l *Ledger) claim(ctx context.Context, req ClaimRequest, takeover bool) (Cl
 	if lease == 0 {
 		lease = l.cfg.Lease
 	}
+	lease = min(lease, l.cfg.MaxLease)
 	var (
 		out     Claim
 		written *Record
@@ -220,7 +232,7 @@ func (l *Ledger) claim(ctx context.Context, req ClaimRequest, takeover bool) (Cl
 		return next, nil
 	})
 	if err != nil {
-		return Claim{}, fmt.Errorf("%s %q: %w", op, req.Key, err)
+		return Claim{}, fmt.Errorf("%s %q: %w", op, req.Key, corrupt(req.Key, err))
 	}
 	if out.Outcome == Claimed {
 		out.Record = written.clone() // the store has set Tenant, Key and Seq
@@ -269,6 +281,52 @@ func (l *Ledger) checkResult(field string, v json.RawMessage) error {
 }
 
 func (l *Ledger) finish(ctx context.Context, op, tenant, key, token string, set func(*Record)) (Record, error) {
+	return l.holderUpdate(ctx, op, tenant, key, token, func(cur Record, now time.Time) (*Record, error) {
+		set(&cur) // cur is the store's copy, ours to change
+		cur.UpdatedAt = now.UnixMilli()
+		cur.RetainUntil = now.Add(l.cfg.Retention).UnixMilli()
+		return &cur, nil
+	})
+}
+
+// Renew extends the lease of the PENDING record under key held by token,
+// so that a call running longer than its lease keeps its key: the lease
+// then ends lease from now (Config.Lease when lease is 0), but never later
+// than Config.MaxLease after the claim, and never earlier than it already
+// did. Only the current token renews: after a takeover the old holder gets
+// ErrStaleToken. A lease that expired may be renewed as long as nobody
+// took it over (as it may be completed); of a renewal and a takeover
+// racing, exactly one wins. A holder past MaxLease gets ErrLeaseLimit.
+// It returns the record as it stands, also on those errors.
+func (l *Ledger) Renew(ctx context.Context, tenant, key, token string, lease time.Duration) (Record, error) {
+	if lease < 0 {
+		return Record{}, fmt.Errorf("renew %q: %w", key, invalid("lease", "negative"))
+	}
+	if lease == 0 {
+		lease = l.cfg.Lease
+	}
+	return l.holderUpdate(ctx, "renew", tenant, key, token, func(cur Record, now time.Time) (*Record, error) {
+		// UpdatedAt is the claim's time: a renewal leaves it.
+		limit := cur.UpdatedAt + l.cfg.MaxLease.Milliseconds()
+		until := min(now.Add(lease).UnixMilli(), limit)
+		switch {
+		case until <= now.UnixMilli():
+			return nil, fmt.Errorf("%w (%v after the claim)", ErrLeaseLimit, l.cfg.MaxLease)
+		case until <= cur.LeaseUntil:
+			return nil, nil // it already lasts as long
+		}
+		cur.LeaseUntil = until
+		cur.RetainUntil = max(cur.RetainUntil, until+l.cfg.Retention.Milliseconds())
+		return &cur, nil
+	})
+}
+
+// holderUpdate changes the PENDING record under key held by token to what
+// next returns (nil: nothing), refusing an absent record (ErrNotFound),
+// another token (ErrStaleToken) and a finished record (ErrNotPending). It
+// returns the record as it stands or as written, without its token, also
+// on those errors.
+func (l *Ledger) holderUpdate(ctx context.Context, op, tenant, key, token string, next func(cur Record, now time.Time) (*Record, error)) (Record, error) {
 	if err := checkTenant(tenant); err != nil {
 		return Record{}, fmt.Errorf("%s: %w", op, err)
 	}
@@ -281,33 +339,30 @@ func (l *Ledger) finish(ctx context.Context, op, tenant, key, token string, set 
 	var out Record
 	err := l.store.Update(ctx, tenant, key, func(cur *Record) (*Record, error) {
 		now := l.now()
-		ms := now.UnixMilli()
 		out = Record{}
-		if cur == nil || l.expired(cur, ms) {
+		if cur == nil || l.expired(cur, now.UnixMilli()) {
 			return nil, ErrNotFound
 		}
+		out = *cur
+		out.Token = ""
 		switch {
 		case cur.Token != token:
-			out = *cur
-			out.Token = ""
 			return nil, ErrStaleToken
 		case cur.Status != StatusPending:
-			out = *cur
-			out.Token = ""
 			return nil, fmt.Errorf("%w: it is %s", ErrNotPending, cur.Status)
 		}
-		next := *cur // the store hands fn a copy of its own
-		set(&next)
-		next.UpdatedAt = ms
-		next.RetainUntil = now.Add(l.cfg.Retention).UnixMilli()
-		out = next
+		n, err := next(*cur, now)
+		if err != nil || n == nil {
+			return nil, err
+		}
+		out = *n
 		out.Token = ""
-		return &next, nil
+		return n, nil
 	})
 	if err != nil {
-		return out, fmt.Errorf("%s %q: %w", op, key, err)
+		return out, fmt.Errorf("%s %q: %w", op, key, corrupt(key, err))
 	}
-	l.log.DebugContext(ctx, "ledger "+op, "tenant", tenant, "key", key, "status", out.Status.String())
+	l.log.DebugContext(ctx, "ledger "+op, "tenant", tenant, "key", key, "status", out.Status.String(), "lease_until_ms", out.LeaseUntil)
 	return out, nil
 }
 
@@ -320,16 +375,45 @@ func (l *Ledger) Get(ctx context.Context, tenant, key string) (Claim, error) {
 	if err := checkKey(key); err != nil {
 		return Claim{}, fmt.Errorf("get: %w", err)
 	}
-	rec, err := l.store.Get(ctx, tenant, key)
+	rec, err := l.read(ctx, tenant, key)
 	if err != nil {
 		return Claim{}, fmt.Errorf("get %q: %w", key, err)
 	}
-	ms := l.now().UnixMilli()
-	if l.expired(&rec, ms) {
-		return Claim{}, fmt.Errorf("get %q: %w", key, ErrNotFound)
-	}
 	rec.Token = "" // rec is ours: stores never alias what they return
-	return Claim{Outcome: l.outcome(&rec, ms), Record: rec}, nil
+	return Claim{Outcome: l.outcome(&rec, l.now().UnixMilli()), Record: rec}, nil
+}
+
+// read returns the live record under key. A key of the explicit
+// namespace that has none is looked up in the form explicit keys were
+// stored in before they had their namespace (the caller's key as given);
+// such a record counts only if it was written by the tool the key names,
+// under a key that is not its own position. Records in that form are
+// never written any more; they vanish with their retention.
+func (l *Ledger) read(ctx context.Context, tenant, key string) (Record, error) {
+	rec, err := l.store.Get(ctx, tenant, key)
+	ms := l.now().UnixMilli()
+	if err == nil && l.expired(&rec, ms) {
+		err = ErrNotFound
+	}
+	if !errors.Is(err, ErrNotFound) {
+		return rec, corrupt(key, err)
+	}
+	legacy, tool, ok := legacyKey(key)
+	if !ok || checkKey(legacy) != nil {
+		return Record{}, err
+	}
+	old, lerr := l.store.Get(ctx, tenant, legacy)
+	switch {
+	case errors.Is(lerr, ErrNotFound):
+		return Record{}, err
+	case errors.Is(lerr, ErrCorrupt):
+		return Record{}, err // it cannot be told to be this tool's
+	case lerr != nil:
+		return Record{}, lerr
+	case old.Tool != tool || positional(&old) || l.expired(&old, ms):
+		return Record{}, err
+	}
+	return old, nil
 }
 
 // Wait blocks until the record under (tenant, key) leaves PENDING, its
@@ -337,6 +421,12 @@ func (l *Ledger) Get(ctx context.Context, tenant, key string) (Claim, error) {
 // is woken by the store's change notification and a timer for the lease,
 // not by polling. A record that disappears yields ErrNotFound.
 func (l *Ledger) Wait(ctx context.Context, tenant, key string) (Claim, error) {
+	if _, _, ok := legacyKey(key); ok {
+		// Watch the key the record is stored under (the old form, maybe).
+		if c, err := l.Get(ctx, tenant, key); err == nil {
+			key = c.Record.Key
+		}
+	}
 	for {
 		changed, stop := l.store.Watch(tenant, key)
 		c, err := l.Get(ctx, tenant, key)
@@ -412,18 +502,44 @@ func (l *Ledger) Workflow(ctx context.Context, tenant, workflow string) ([]Recor
 // Forget deletes the record under (tenant, key), for a record a user has
 // judged wrong. The next claim of the key executes again; a holder of its
 // lease gets ErrNotFound when it completes; waiters get ErrNotFound.
-func (l *Ledger) Forget(ctx context.Context, tenant, key string) error {
+//
+// A record whose call is executing under a live lease is refused with
+// ErrInProgress unless force is set: forgetting it would let the call run
+// a second time while the first still runs. A corrupt record is removed
+// whatever it held. (The look at the record is not atomic with the delete:
+// a claim landing between them is forgotten too.)
+func (l *Ledger) Forget(ctx context.Context, tenant, key string, force bool) error {
 	if err := checkTenant(tenant); err != nil {
 		return fmt.Errorf("forget: %w", err)
 	}
 	if err := checkKey(key); err != nil {
 		return fmt.Errorf("forget: %w", err)
 	}
+	rec, err := l.read(ctx, tenant, key)
+	switch {
+	case errors.Is(err, ErrCorrupt):
+		l.log.WarnContext(ctx, "ledger forget of a corrupt record", "tenant", tenant, "key", key, "err", err)
+	case err != nil:
+		return fmt.Errorf("forget %q: %w", key, err)
+	case !force && l.outcome(&rec, l.now().UnixMilli()) == InProgress:
+		return fmt.Errorf("forget %q: %w until %s (force to forget it anyway)", key, ErrInProgress,
+			time.UnixMilli(rec.LeaseUntil).UTC().Format(time.RFC3339))
+	default:
+		key = rec.Key // an explicit key's record may be stored in the old form
+	}
 	if err := l.store.Delete(ctx, tenant, key); err != nil {
 		return fmt.Errorf("forget %q: %w", key, err)
 	}
-	l.log.InfoContext(ctx, "ledger forget", "tenant", tenant, "key", key)
+	l.log.InfoContext(ctx, "ledger forget", "tenant", tenant, "key", key, "force", force)
 	return nil
+}
+
+// corrupt names the key in a store's integrity failure.
+func corrupt(key string, err error) error {
+	if err != nil && errors.Is(err, ErrCorrupt) {
+		return Corrupt(key, err)
+	}
+	return err
 }
 
 // live drops records past retention and hides tokens.

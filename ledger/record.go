@@ -5,18 +5,21 @@
 //
 //   - A record is identified by (tenant, key). Nothing crosses tenants: the
 //     same key in two tenants is two records.
-//   - A key is the caller's explicit idempotency key, else
-//     workflow_id:step_id:tool (see KeyFor). A sampling retry gets a derived
-//     key and may run afresh; a transient retry keeps its key and is answered
-//     from the record.
+//   - A key is workflow_id:step_id:tool, or the caller's explicit
+//     idempotency key in the namespace of its tool; a sampling retry gets a
+//     derived key and may run afresh, a transient retry keeps its key and is
+//     answered from the record. The three namespaces never alias (see
+//     KeyFor); only KeyFor builds keys.
 //   - Claim inserts a PENDING record with a fresh lease token if the key is
 //     free (absent, expired, or FAILED transient). The Store decides the
 //     race, never read-then-write in this package: exactly one concurrent
 //     claimant wins, and every loser is told what it lost to (in progress,
 //     duplicate success, permanent failure, or uncertain).
-//   - Only the holder of the current lease token may Complete or Fail a
-//     PENDING record. A worker whose lease expired may still finish it as
-//     long as nobody took it over; once someone has, its token is stale.
+//   - Only the holder of the current lease token may Complete, Fail or
+//     Renew a PENDING record. A worker whose lease expired may still finish
+//     or renew it as long as nobody took it over; once someone has, its
+//     token is stale. No lease ends later than Config.MaxLease after its
+//     claim.
 //   - A PENDING record whose lease has expired is uncertain: the effect may
 //     or may not have happened. Claim reports it; Takeover claims it anew.
 //   - SUCCESS and FAILED records are kept for the retention period and
@@ -26,11 +29,15 @@
 //
 // Allowed transitions: (none) → PENDING; PENDING → SUCCESS; PENDING → FAILED
 // (transient or permanent); FAILED transient → PENDING (a new claim);
-// PENDING with an expired lease → PENDING (a takeover, new token). Anything
-// else is refused with a sentinel error.
+// PENDING with an expired lease → PENDING (a takeover, new token); PENDING
+// → PENDING with a later lease end (a renewal, same token). Anything else
+// is refused with a sentinel error.
+//
+// A record that fails its store's integrity check is reported as a
+// *CorruptError naming its key, and Forget removes it.
 //
 // The package has no dependency on a database: backends implement Store
-// (ledger/badger today, PostgreSQL next) and are checked by the conformance
+// (ledger/badger and ledger/postgres) and are checked by the conformance
 // suite in ledger/ledgertest.
 package ledger
 
@@ -114,7 +121,7 @@ type Record struct {
 
 	LeaseUntil  int64  // when the PENDING lease expires (ms)
 	CreatedAt   int64  // when the key was first claimed (ms)
-	UpdatedAt   int64  // when the record last changed (ms)
+	UpdatedAt   int64  // when the record last changed status or holder (ms): a PENDING record's claim time, which a renewal leaves
 	RetainUntil int64  // when the record may vanish (ms)
 	Seq         uint64 // arrival number within (Tenant, Session); assigned by the Store
 }

@@ -201,7 +201,11 @@ func TestExplicitKeyReplaysAcrossArguments(t *testing.T) {
 	if h.calls("send") != 1 {
 		t.Errorf("upstream saw %d sends under one idempotency key, want 1", h.calls("send"))
 	}
-	if resultText(again) != resultText(first) || metaString(again, "idem/key") != "order-77-mail" {
+	key, err := ledger.KeyFor(ledger.KeyInput{IdempotencyKey: "order-77-mail", Tool: "send"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resultText(again) != resultText(first) || metaString(again, "idem/key") != key {
 		t.Errorf("second call under the key: %q %v", resultText(again), again.Meta)
 	}
 }
@@ -244,7 +248,11 @@ func TestPermanentFailureUnderKeyReplayed(t *testing.T) {
 	if h.calls("reject") != 1 {
 		t.Errorf("a permanent failure under a key ran %d times, want 1", h.calls("reject"))
 	}
-	rec, err := h.ledger.Get(context.Background(), config.DefaultTenant, "reject-9")
+	key, err := ledger.KeyFor(ledger.KeyInput{IdempotencyKey: "reject-9", Tool: "reject"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := h.ledger.Get(context.Background(), config.DefaultTenant, key)
 	if err != nil || rec.Record.Status != ledger.StatusFailed || rec.Record.Class != ledger.ClassPermanent {
 		t.Errorf("record: %+v, %v; want FAILED permanent", rec.Record, err)
 	}

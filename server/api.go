@@ -7,10 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"mime"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
+	"unicode/utf16"
 	"unicode/utf8"
 
 	"github.com/idem-dev/idem/canon"
@@ -56,6 +59,15 @@ type FailRequest struct {
 	Token     string          `json:"token"`
 	Error     json.RawMessage `json:"error"`
 	Transient *bool           `json:"transient,omitempty"`
+}
+
+// RenewRequest is the body of POST /v1/renew: extend the lease of the
+// call holding token by LeaseMS from now (0: the ledger's lease), never
+// past ledger.max_lease after its claim.
+type RenewRequest struct {
+	Key     string `json:"key"`
+	Token   string `json:"token"`
+	LeaseMS int64  `json:"lease_ms,omitempty"`
 }
 
 // Record is a ledger record as the API shows it: never its lease token,
@@ -128,8 +140,8 @@ func (s *Server) check(w http.ResponseWriter, r *http.Request) error {
 	if err := s.decode(w, r, &req); err != nil {
 		return err
 	}
-	if req.WaitMS < 0 {
-		return fieldErr("wait_ms", "negative")
+	if err := checkRequired(&req); err != nil {
+		return err
 	}
 	freq := funnel.Request{
 		Tenant: tenantOf(r.Context()), Session: req.SessionID, Workflow: req.WorkflowID,
@@ -152,10 +164,51 @@ func (s *Server) check(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	s.metrics.observeCheck(freq.Tenant, s.toolLabel(req.Tool), &freq, &res)
-	if res.Decision == funnel.Duplicate {
+	switch res.Decision {
+	case funnel.Duplicate:
 		w.Header().Set("Idempotent-Replayed", "true")
+	case funnel.InProgress:
+		w.Header().Set("Retry-After", strconv.Itoa(retryAfter(res.LeaseExpiresAt, time.Now())))
 	}
 	return s.reply(w, http.StatusOK, res)
+}
+
+// maxRetryAfter bounds the Retry-After of an in_progress answer.
+const maxRetryAfter = 60 * time.Second
+
+// retryAfter is the Retry-After of an in_progress answer in seconds: when
+// the lease ends (by then the call has finished, or its answer turns
+// uncertain), at least 1 and at most maxRetryAfter: a call usually
+// finishes well within its lease (wait_ms waits for it instead).
+func retryAfter(leaseEnd, now time.Time) int {
+	d := min(max(leaseEnd.Sub(now), time.Second), maxRetryAfter)
+	return int((d + time.Second - 1) / time.Second)
+}
+
+// checkRequired refuses a check body without its required members, or
+// with an attempt or a wait out of range, naming the field.
+func checkRequired(req *CheckRequest) error {
+	switch {
+	case req.SessionID == "":
+		return fieldErr("session_id", "missing")
+	case req.Tool == "":
+		return fieldErr("tool", "missing")
+	case len(req.Arguments) == 0 || string(req.Arguments) == "null":
+		return fieldErr("arguments", "missing: want a JSON object, or a string holding one")
+	case req.WaitMS < 0:
+		return fieldErr("wait_ms", "negative")
+	}
+	if a := req.Attempt; a != nil {
+		switch funnel.AttemptKind(a.Kind) {
+		case "", funnel.First, funnel.Transient, funnel.Sampling:
+		default:
+			return fieldErr("attempt.kind", fmt.Sprintf("%q is not first, transient or sampling", a.Kind))
+		}
+		if a.Number < 0 {
+			return fieldErr("attempt.number", "negative")
+		}
+	}
+	return nil
 }
 
 func (s *Server) complete(w http.ResponseWriter, r *http.Request) error {
@@ -196,6 +249,24 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request) error {
 	return s.reply(w, http.StatusOK, recordOf(&rec, outcomeOf(&rec, time.Now())))
 }
 
+func (s *Server) renew(w http.ResponseWriter, r *http.Request) error {
+	var req RenewRequest
+	if err := s.decode(w, r, &req); err != nil {
+		return err
+	}
+	if req.LeaseMS < 0 {
+		return fieldErr("lease_ms", "negative")
+	}
+	if req.LeaseMS > int64(math.MaxInt64/time.Millisecond) {
+		return fieldErr("lease_ms", "out of range")
+	}
+	rec, err := s.deps.Ledger.Renew(r.Context(), tenantOf(r.Context()), req.Key, req.Token, time.Duration(req.LeaseMS)*time.Millisecond)
+	if err != nil {
+		return err
+	}
+	return s.reply(w, http.StatusOK, recordOf(&rec, outcomeOf(&rec, time.Now())))
+}
+
 func (s *Server) getRecord(w http.ResponseWriter, r *http.Request) error {
 	got, err := s.deps.Ledger.Get(r.Context(), tenantOf(r.Context()), r.PathValue("key"))
 	if err != nil {
@@ -206,7 +277,15 @@ func (s *Server) getRecord(w http.ResponseWriter, r *http.Request) error {
 
 func (s *Server) forget(w http.ResponseWriter, r *http.Request) error {
 	tenant := tenantOf(r.Context())
-	if err := s.deps.Ledger.Forget(r.Context(), tenant, r.PathValue("key")); err != nil {
+	force := false
+	switch v := r.URL.Query().Get("force"); v {
+	case "", "false":
+	case "true":
+		force = true
+	default:
+		return fieldErr("force", fmt.Sprintf("%q is not true or false", v))
+	}
+	if err := s.deps.Ledger.Forget(r.Context(), tenant, r.PathValue("key"), force); err != nil {
 		return err
 	}
 	s.metrics.transition(tenant, "forgotten")
@@ -305,7 +384,12 @@ func (s *Server) decode(w http.ResponseWriter, r *http.Request, v any) error {
 			return &requestError{status: http.StatusRequestEntityTooLarge, field: "body",
 				msg: fmt.Sprintf("larger than %d bytes", s.cfg.MaxBodyBytes)}
 		}
-		return fmt.Errorf("reading the body: %w", err)
+		// The client's doing: a body shorter than its Content-Length, a
+		// connection closed or too slow. Not our fault, not an error line.
+		if errors.Is(err, io.ErrUnexpectedEOF) {
+			return fieldErr("body", "shorter than its Content-Length")
+		}
+		return fieldErr("body", "could not be read: "+err.Error())
 	}
 	return decodeJSON(body, v)
 }
@@ -327,7 +411,118 @@ func decodeJSON(body []byte, v any) error {
 	if _, err := d.Token(); err != io.EOF {
 		return fieldErr("body", "more than one JSON value")
 	}
+	// encoding/json turns a lone surrogate escape into U+FFFD: two
+	// session ids "\ud800" and "\udfff" would become one.
+	if at := loneSurrogate(body); at >= 0 {
+		return fieldErr(pathAt(body, at), "holds a lone UTF-16 surrogate (an unpaired \\uD800-\\uDFFF escape)")
+	}
 	return nil
+}
+
+// loneSurrogate returns the offset of the first \u escape in body (valid
+// JSON) that is a UTF-16 surrogate without its pair, or -1.
+func loneSurrogate(body []byte) int {
+	hex4 := func(i int) (rune, bool) {
+		if i+6 > len(body) || body[i] != '\\' || body[i+1] != 'u' {
+			return 0, false
+		}
+		n, err := strconv.ParseUint(string(body[i+2:i+6]), 16, 16)
+		return rune(n), err == nil
+	}
+	for i := 0; i < len(body); i++ {
+		j := bytes.IndexByte(body[i:], '\\')
+		if j < 0 {
+			return -1
+		}
+		i += j
+		r, ok := hex4(i)
+		if !ok {
+			i++ // another escape: skip the escaped byte (it may be a backslash)
+			continue
+		}
+		switch {
+		case utf16.IsSurrogate(r) && r < 0xdc00: // a high surrogate: a low one must follow
+			if lo, ok := hex4(i + 6); ok && lo >= 0xdc00 && lo <= 0xdfff {
+				i += 11
+				continue
+			}
+			return i
+		case utf16.IsSurrogate(r):
+			return i
+		}
+		i += 5
+	}
+	return -1
+}
+
+// pathAt names the member of body (valid JSON) whose string holds byte
+// offset at: "session_id", "attempt.error.m", "items[2]"; "body" if none.
+func pathAt(body []byte, at int) string {
+	type level struct {
+		object bool
+		key    string
+		index  int
+		expect bool // an object expects a key next
+	}
+	var stack []level
+	path := func(last string) string {
+		var b strings.Builder
+		for i, l := range stack {
+			switch {
+			case l.object && i == len(stack)-1 && last != "":
+				b.WriteString("." + last)
+			case l.object:
+				b.WriteString("." + l.key)
+			default:
+				fmt.Fprintf(&b, "[%d]", l.index)
+			}
+		}
+		return strings.TrimPrefix(b.String(), ".")
+	}
+	d := json.NewDecoder(bytes.NewReader(body))
+	d.UseNumber()
+	for {
+		tok, err := d.Token()
+		if err != nil {
+			return "body"
+		}
+		end := int(d.InputOffset())
+		var top *level
+		if len(stack) > 0 {
+			top = &stack[len(stack)-1]
+		}
+		if str, ok := tok.(string); ok && top != nil && top.object && top.expect {
+			top.key, top.expect = str, false
+			if end > at {
+				return path(str)
+			}
+			continue
+		}
+		if end > at {
+			if p := path(""); p != "" {
+				return p
+			}
+			return "body"
+		}
+		switch tok {
+		case json.Delim('{'):
+			stack = append(stack, level{object: true, expect: true})
+			continue
+		case json.Delim('['):
+			stack = append(stack, level{index: 0})
+			continue
+		case json.Delim('}'), json.Delim(']'):
+			stack = stack[:len(stack)-1]
+		}
+		// A value ended: the container moves on.
+		if len(stack) > 0 {
+			if t := &stack[len(stack)-1]; t.object {
+				t.expect = true
+			} else {
+				t.index++
+			}
+		}
+	}
 }
 
 // jsonError names the field (or the offset) of a decoding error.

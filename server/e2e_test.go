@@ -15,6 +15,7 @@ import (
 
 	"github.com/idem-dev/idem/client"
 	"github.com/idem-dev/idem/funnel"
+	"github.com/idem-dev/idem/ledger"
 	"github.com/idem-dev/idem/server"
 )
 
@@ -123,10 +124,11 @@ func TestEndpoints(t *testing.T) {
 
 	// A key with '/', '#' and spaces survives path escaping.
 	odd := client.CheckRequest{SessionID: "s2", IdempotencyKey: "order/42#a b", Tool: "ship", Arguments: json.RawMessage(`{"order":"42"}`)}
-	if r, err := c.Check(ctx, odd); err != nil || r.Decision != client.Execute {
+	r, err := c.Check(ctx, odd)
+	if err != nil || r.Decision != client.Execute || r.Key != "#4:ship:12:order/42#a b" {
 		t.Fatalf("odd key: %+v %v", r, err)
 	}
-	if got, err := c.Record(ctx, "order/42#a b"); err != nil || got.Key != "order/42#a b" {
+	if got, err := c.Record(ctx, r.Key); err != nil || got.Key != r.Key {
 		t.Errorf("odd key record: %+v %v", got, err)
 	}
 
@@ -169,6 +171,13 @@ func (failingFunnel) Check(context.Context, funnel.Request) (funnel.Result, erro
 	return funnel.Result{}, errors.New("badger: value log corrupt at /secret/path")
 }
 
+// unavailableFunnel is a Checker whose store is unreachable: a 503.
+type unavailableFunnel struct{}
+
+func (unavailableFunnel) Check(context.Context, funnel.Request) (funnel.Result, error) {
+	return funnel.Result{}, fmt.Errorf("claim: %w", ledger.ErrUnavailable)
+}
+
 // TestErrorStatuses: every error status the API documents, with a detail
 // naming the field.
 func TestErrorStatuses(t *testing.T) {
@@ -177,6 +186,7 @@ func TestErrorStatuses(t *testing.T) {
 	e := start(t, options{policies: []funnel.Policy{strict}, maxBody: 64 << 10})
 	authed := start(t, options{keys: map[string]string{"k-acme": "acme"}})
 	broken := start(t, options{funnel: failingFunnel{}})
+	unavailable := start(t, options{funnel: unavailableFunnel{}})
 	c := e.client("")
 	ctx := context.Background()
 	exec, err := c.Check(ctx, client.CheckRequest{SessionID: "s", IdempotencyKey: "pay-1", Tool: "charge", Arguments: json.RawMessage(`{"amount":5}`)})
@@ -184,6 +194,13 @@ func TestErrorStatuses(t *testing.T) {
 		t.Fatalf("%+v %v", exec, err)
 	}
 	okCheck := `{"session_id":"s","idempotency_key":"k1","tool":"t","arguments":{"a":1}}`
+	done, err := c.Check(ctx, client.CheckRequest{SessionID: "s", IdempotencyKey: "pay-2", Tool: "charge", Arguments: json.RawMessage(`{"amount":7}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Complete(ctx, done.Key, done.Token, json.RawMessage(`1`)); err != nil {
+		t.Fatal(err)
+	}
 
 	cases := []struct {
 		name         string
@@ -194,25 +211,31 @@ func TestErrorStatuses(t *testing.T) {
 		status       int
 		field        string
 		detail       string
+		typ          string
 	}{
-		{"400 missing session", e, "POST", "/v1/check", "application/json", "", `{"idempotency_key":"k","tool":"t","arguments":{}}`, 400, "", "session_id: missing"},
-		{"400 missing position", e, "POST", "/v1/check", "application/json", "", `{"session_id":"s","tool":"t","arguments":{"a":1}}`, 400, "workflow_id", "workflow_id"},
-		{"400 bad argument path", e, "POST", "/v1/check", "application/json", "", `{"session_id":"s","idempotency_key":"k","tool":"t","arguments":{"a":{"b":[1,{"c":1,"c":2}]}}}`, 400, "arguments.a.b[1]", "duplicate key"},
-		{"400 missing result", e, "POST", "/v1/complete", "application/json", "", `{"key":"pay-1","token":"x"}`, 400, "result", "result: missing"},
-		{"400 bad attempt kind", e, "POST", "/v1/check", "application/json", "", `{"session_id":"s","idempotency_key":"k","tool":"t","arguments":{"a":1},"attempt":{"kind":"again"}}`, 400, "", "attempt.kind"},
-		{"401 no credentials", authed, "POST", "/v1/check", "application/json", "", okCheck, 401, "Authorization", "Authorization"},
-		{"401 bad credentials", authed, "POST", "/v1/check", "application/json", "k-wrong", okCheck, 401, "Authorization", "unknown API key"},
-		{"401 on records too", authed, "GET", "/v1/records/k1", "", "", "", 401, "Authorization", ""},
-		{"404 unknown key", e, "GET", "/v1/records/nope", "", "", "", 404, "key", "no record"},
-		{"404 complete unknown key", e, "POST", "/v1/complete", "application/json", "", `{"key":"nope","token":"x","result":1}`, 404, "key", "no record"},
-		{"404 unknown endpoint", e, "GET", "/v2/check", "", "", "", 404, "", "no such endpoint"},
-		{"409 stale token", e, "POST", "/v1/complete", "application/json", "", `{"key":"pay-1","token":"not-the-token","result":1}`, 409, "token", "lease token"},
-		{"413 body too large", e, "POST", "/v1/check", "application/json", "", `{"session_id":"` + strings.Repeat("x", 70<<10) + `"}`, 413, "body", "larger than"},
-		{"413 key too long", e, "GET", "/v1/records/" + strings.Repeat("k", 2000), "", "", "", 413, "key", "too large"},
-		{"415 wrong content type", e, "POST", "/v1/check", "text/plain", "", okCheck, 415, "Content-Type", "application/json"},
-		{"415 no content type", e, "POST", "/v1/check", "", "", okCheck, 415, "Content-Type", ""},
-		{"422 key reused with other arguments", e, "POST", "/v1/check", "application/json", "", `{"session_id":"s","idempotency_key":"pay-1","tool":"charge","arguments":{"amount":6}}`, 422, "idempotency_key", "reused"},
-		{"500 our fault, no detail", broken, "POST", "/v1/check", "application/json", "", okCheck, 500, "", "internal error"},
+		{"400 missing session", e, "POST", "/v1/check", "application/json", "", `{"idempotency_key":"k","tool":"t","arguments":{}}`, 400, "session_id", "session_id: missing", server.ProblemInvalidField},
+		{"400 missing position", e, "POST", "/v1/check", "application/json", "", `{"session_id":"s","tool":"t","arguments":{"a":1}}`, 400, "workflow_id", "workflow_id", server.ProblemInvalidField},
+		{"400 bad argument path", e, "POST", "/v1/check", "application/json", "", `{"session_id":"s","idempotency_key":"k","tool":"t","arguments":{"a":{"b":[1,{"c":1,"c":2}]}}}`, 400, "arguments.a.b[1]", "duplicate key", server.ProblemInvalidField},
+		{"400 missing result", e, "POST", "/v1/complete", "application/json", "", `{"key":"pay-1","token":"x"}`, 400, "result", "result: missing", server.ProblemInvalidField},
+		{"400 bad attempt kind", e, "POST", "/v1/check", "application/json", "", `{"session_id":"s","idempotency_key":"k","tool":"t","arguments":{"a":1},"attempt":{"kind":"again"}}`, 400, "attempt.kind", "attempt.kind", server.ProblemInvalidField},
+		{"401 no credentials", authed, "POST", "/v1/check", "application/json", "", okCheck, 401, "Authorization", "Authorization", server.ProblemUnauthorized},
+		{"401 bad credentials", authed, "POST", "/v1/check", "application/json", "k-wrong", okCheck, 401, "Authorization", "unknown API key", server.ProblemUnauthorized},
+		{"401 on records too", authed, "GET", "/v1/records/k1", "", "", "", 401, "Authorization", "", server.ProblemUnauthorized},
+		{"404 unknown key", e, "GET", "/v1/records/nope", "", "", "", 404, "key", "no record", server.ProblemNotFound},
+		{"404 complete unknown key", e, "POST", "/v1/complete", "application/json", "", `{"key":"nope","token":"x","result":1}`, 404, "key", "no record", server.ProblemNotFound},
+		{"404 unknown endpoint", e, "GET", "/v2/check", "", "", "", 404, "", "no such endpoint", server.ProblemNotFound},
+		{"409 stale token", e, "POST", "/v1/complete", "application/json", "", `{"key":"` + exec.Key + `","token":"not-the-token","result":1}`, 409, "token", "lease token", server.ProblemStaleToken},
+		{"413 body too large", e, "POST", "/v1/check", "application/json", "", `{"session_id":"` + strings.Repeat("x", 70<<10) + `"}`, 413, "body", "larger than", server.ProblemTooLarge},
+		{"413 key too long", e, "GET", "/v1/records/" + strings.Repeat("k", 2000), "", "", "", 413, "key", "too large", server.ProblemTooLarge},
+		{"415 wrong content type", e, "POST", "/v1/check", "text/plain", "", okCheck, 415, "Content-Type", "application/json", server.ProblemMediaType},
+		{"415 no content type", e, "POST", "/v1/check", "", "", okCheck, 415, "Content-Type", "", server.ProblemMediaType},
+		{"422 key reused with other arguments", e, "POST", "/v1/check", "application/json", "", `{"session_id":"s","idempotency_key":"pay-1","tool":"charge","arguments":{"amount":6}}`, 422, "idempotency_key", "reused", server.ProblemMismatch},
+		{"409 forget a call in progress", e, "DELETE", "/v1/records/" + url.PathEscape(exec.Key), "", "", "", 409, "key", "live lease", server.ProblemInProgress},
+		{"409 renew a finished record", e, "POST", "/v1/renew", "application/json", "", `{"key":"` + done.Key + `","token":"` + done.Token + `"}`, 409, "key", "already completed", server.ProblemNotPending},
+		{"400 negative lease_ms", e, "POST", "/v1/renew", "application/json", "", `{"key":"` + exec.Key + `","token":"` + exec.Token + `","lease_ms":-1}`, 400, "lease_ms", "negative", server.ProblemInvalidField},
+		{"400 bad force", e, "DELETE", "/v1/records/" + url.PathEscape(exec.Key) + "?force=yes", "", "", "", 400, "force", "not true or false", server.ProblemInvalidField},
+		{"503 store unavailable", unavailable, "POST", "/v1/check", "application/json", "", okCheck, 503, "", "try again", server.ProblemUnavailable},
+		{"500 our fault, no detail", broken, "POST", "/v1/check", "application/json", "", okCheck, 500, "", "internal error", server.ProblemInternal},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -224,8 +247,8 @@ func TestErrorStatuses(t *testing.T) {
 				t.Errorf("Content-Type %q", ct)
 			}
 			p := problem(t, body)
-			if p.Status != tc.status || p.Field != tc.field || !strings.Contains(p.Detail, tc.detail) {
-				t.Errorf("problem %+v, want field %q and detail containing %q", p, tc.field, tc.detail)
+			if p.Status != tc.status || p.Field != tc.field || !strings.Contains(p.Detail, tc.detail) || p.Type != tc.typ {
+				t.Errorf("problem %+v, want type %s, field %q and detail containing %q", p, tc.typ, tc.field, tc.detail)
 			}
 			if strings.Contains(p.Detail, "secret") || strings.Contains(p.Detail, "badger") {
 				t.Errorf("detail leaks our fault: %q", p.Detail)
@@ -312,7 +335,7 @@ func TestTenants(t *testing.T) {
 		t.Errorf("workflows: acme %d steps, beta %d; want 1 and 2", len(wa.Steps), len(wb.Steps))
 	}
 	// Forgetting in beta leaves acme's record alone.
-	if err := b.Forget(ctx, "wf:1:send_email"); err != nil {
+	if err := b.ForceForget(ctx, "wf:1:send_email"); err != nil { // beta's call is still running
 		t.Fatal(err)
 	}
 	if _, err := a.Record(ctx, "wf:1:send_email"); err != nil {
@@ -458,11 +481,11 @@ func TestRestart(t *testing.T) {
 	if err != nil || got.Decision != client.Duplicate || string(got.Match.Result) != string(out) {
 		t.Fatalf("after restart, same key: %+v %v", got, err)
 	}
-	if rec, err := c2.Record(ctx, "k-pending"); err != nil || rec.Status != "PENDING" {
+	if rec, err := c2.Record(ctx, pending.Key); err != nil || rec.Status != "PENDING" {
 		t.Errorf("pending record after restart: %+v %v", rec, err)
 	}
 	// The lease token survives: the holder can still complete.
-	if _, err := c2.Complete(ctx, "k-pending", pending.Token, json.RawMessage(`"ok"`)); err != nil {
+	if _, err := c2.Complete(ctx, pending.Key, pending.Token, json.RawMessage(`"ok"`)); err != nil {
 		t.Errorf("completing after restart: %v", err)
 	}
 	// Semantic memory: a reworded call at a new step is caught.

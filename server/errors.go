@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"time"
@@ -16,6 +17,8 @@ import (
 
 // Problem is an RFC 9457 problem document, the body of every error.
 type Problem struct {
+	// Type names the class of error, one URI per class (the Problem*
+	// constants); Title is its status text.
 	Type   string `json:"type"`
 	Title  string `json:"title"`
 	Status int    `json:"status"`
@@ -24,78 +27,130 @@ type Problem struct {
 	// Field is the offending field when one is known: "session_id",
 	// "arguments.items[2].note", "Authorization".
 	Field string `json:"field,omitempty"`
+	// Key is the ledger key a corrupt-record problem is about.
+	Key string `json:"key,omitempty"`
 }
+
+// The problem types: one per class of error. They are URNs, compared as
+// strings; README.md and openapi.json say what each means.
+const (
+	ProblemInvalidField = "urn:idem:problem:invalid-field"          // 400: a field is missing or malformed (Field names it), or the body is
+	ProblemUnauthorized = "urn:idem:problem:unauthorized"           // 401: no or unknown API key
+	ProblemNotFound     = "urn:idem:problem:not-found"              // 404: no record under the key, or no such endpoint
+	ProblemStaleToken   = "urn:idem:problem:stale-token"            // 409: not the key's current lease token
+	ProblemNotPending   = "urn:idem:problem:not-pending"            // 409: the record is already completed or failed
+	ProblemInProgress   = "urn:idem:problem:in-progress"            // 409: the key's call is executing under a live lease
+	ProblemLeaseLimit   = "urn:idem:problem:lease-limit"            // 409: a renewal past ledger.max_lease
+	ProblemTooLarge     = "urn:idem:problem:too-large"              // 413: the body or a field is over its limit
+	ProblemMediaType    = "urn:idem:problem:unsupported-media-type" // 415: the body is not application/json
+	ProblemMismatch     = "urn:idem:problem:payload-mismatch"       // 422: an explicit key reused with other identity fields
+	ProblemCorrupt      = "urn:idem:problem:corrupt-record"         // 500: the record under Key failed its integrity check
+	ProblemInternal     = "urn:idem:problem:internal"               // 500: our fault; the detail is in the server's log
+	ProblemUnavailable  = "urn:idem:problem:store-unavailable"      // 503: the store is busy or unreachable; retry (Retry-After)
+)
 
 var (
 	errUnauthorized = errors.New("missing or unknown API key")
 	errNoRoute      = errors.New("no such endpoint")
 )
 
-// statusOf maps an error to its HTTP status, the detail shown to the
-// client and the field it names. It is the only place that does. Our own
-// faults get a generic detail; the caller logs the error.
-func statusOf(err error) (status int, detail, field string) {
+// problemOf maps an error to its problem: status, type, the detail shown
+// to the client and the field it names. It is the only place that does.
+// Our own faults get a generic detail; the caller logs the error.
+func problemOf(err error) Problem {
+	p := problemFor(err)
+	p.Title = http.StatusText(p.Status)
+	return p
+}
+
+func problemFor(err error) Problem {
 	if re, ok := errors.AsType[*requestError](err); ok {
-		return re.status, re.Error(), re.field
+		typ := ProblemInvalidField
+		switch re.status {
+		case http.StatusRequestEntityTooLarge:
+			typ = ProblemTooLarge
+		case http.StatusUnsupportedMediaType:
+			typ = ProblemMediaType
+		}
+		return Problem{Status: re.status, Type: typ, Detail: re.Error(), Field: re.field}
 	}
 	if ce, ok := errors.AsType[*canon.Error](err); ok {
-		status := http.StatusBadRequest
+		p := Problem{Status: http.StatusBadRequest, Type: ProblemInvalidField, Detail: strings.TrimPrefix(ce.Error(), "canon: "), Field: ce.Path}
 		if errors.Is(err, canon.ErrTooLarge) {
-			status = http.StatusRequestEntityTooLarge
+			p.Status, p.Type = http.StatusRequestEntityTooLarge, ProblemTooLarge
 		}
-		return status, strings.TrimPrefix(ce.Error(), "canon: "), ce.Path
+		return p
 	}
 	if fe, ok := errors.AsType[*ledger.FieldError](err); ok {
-		status := http.StatusBadRequest
+		p := Problem{Status: http.StatusBadRequest, Type: ProblemInvalidField, Detail: strings.TrimPrefix(fe.Error(), "ledger: "), Field: fe.Field}
 		if errors.Is(err, ledger.ErrTooLarge) {
-			status = http.StatusRequestEntityTooLarge
+			p.Status, p.Type = http.StatusRequestEntityTooLarge, ProblemTooLarge
 		}
-		return status, strings.TrimPrefix(fe.Error(), "ledger: "), fe.Field
+		return p
+	}
+	if ce, ok := errors.AsType[*ledger.CorruptError](err); ok {
+		return Problem{Status: http.StatusInternalServerError, Type: ProblemCorrupt, Key: ce.Key,
+			Detail: fmt.Sprintf("the record under key %q is corrupt (it failed the store's integrity check); "+
+				"DELETE /v1/records/{key} removes it, and the key may then run again", ce.Key)}
 	}
 	switch {
 	case errors.Is(err, errUnauthorized):
-		return http.StatusUnauthorized, "Authorization: " + err.Error() + " (send Authorization: Bearer <key>)", "Authorization"
+		return Problem{Status: http.StatusUnauthorized, Type: ProblemUnauthorized, Field: "Authorization",
+			Detail: "Authorization: " + err.Error() + " (send Authorization: Bearer <key>)"}
 	case errors.Is(err, errNoRoute):
-		return http.StatusNotFound, err.Error(), ""
+		return Problem{Status: http.StatusNotFound, Type: ProblemNotFound, Detail: err.Error()}
 	case errors.Is(err, funnel.ErrInvalidRequest):
-		return http.StatusBadRequest, strings.TrimPrefix(err.Error(), "funnel: invalid request: "), ""
+		return Problem{Status: http.StatusBadRequest, Type: ProblemInvalidField, Detail: strings.TrimPrefix(err.Error(), "funnel: invalid request: ")}
 	case errors.Is(err, funnel.ErrKeyReuse):
-		return http.StatusUnprocessableEntity, strings.TrimPrefix(err.Error(), "funnel: ") +
-			": the strict policy refuses it; use a new idempotency_key", "idempotency_key"
+		return Problem{Status: http.StatusUnprocessableEntity, Type: ProblemMismatch, Field: "idempotency_key",
+			Detail: strings.TrimPrefix(err.Error(), "funnel: ") +
+				": the strict policy refuses it (strict: false replays the first call's result); use a new idempotency_key"}
 	case errors.Is(err, ledger.ErrNotFound):
-		return http.StatusNotFound, "key: no record under this key (never claimed, forgotten, or past retention)", "key"
+		return Problem{Status: http.StatusNotFound, Type: ProblemNotFound, Field: "key",
+			Detail: "key: no record under this key (never claimed, forgotten, or past retention)"}
 	case errors.Is(err, ledger.ErrStaleToken):
-		return http.StatusConflict, "token: not the key's current lease token (the lease was taken over or the key claimed again)", "token"
+		return Problem{Status: http.StatusConflict, Type: ProblemStaleToken, Field: "token",
+			Detail: "token: not the key's current lease token (the lease was taken over or the key claimed again)"}
 	case errors.Is(err, ledger.ErrNotPending):
-		return http.StatusConflict, "key: the record is already completed or failed", "key"
+		return Problem{Status: http.StatusConflict, Type: ProblemNotPending, Field: "key",
+			Detail: "key: the record is already completed or failed"}
+	case errors.Is(err, ledger.ErrLeaseLimit):
+		return Problem{Status: http.StatusConflict, Type: ProblemLeaseLimit, Field: "lease_ms",
+			Detail: "lease_ms: the claim has held its key for ledger.max_lease: it cannot be renewed; record its outcome"}
+	case errors.Is(err, ledger.ErrInProgress):
+		return Problem{Status: http.StatusConflict, Type: ProblemInProgress, Field: "key",
+			Detail: "key: its call is executing under a live lease; forgetting it now would let it run twice " +
+				"(wait for it, or send force=true)"}
 	case errors.Is(err, ledger.ErrConflict), errors.Is(err, ledger.ErrSessionMoved),
 		errors.Is(err, ledger.ErrUnavailable), errors.Is(err, context.DeadlineExceeded):
 		// ErrSessionMoved: the session kept changing under a claim (other
 		// replicas claiming in it); nothing was written, a retry is safe.
-		return http.StatusServiceUnavailable, "busy: try again", ""
+		return Problem{Status: http.StatusServiceUnavailable, Type: ProblemUnavailable, Detail: "busy: try again"}
 	}
-	return http.StatusInternalServerError, "internal error (details are in the server's log)", ""
+	return Problem{Status: http.StatusInternalServerError, Type: ProblemInternal, Detail: "internal error (details are in the server's log)"}
 }
 
 // problem writes err as a problem document.
 func (s *Server) problem(w http.ResponseWriter, r *http.Request, err error) int {
-	status, detail, field := statusOf(err)
-	if status >= 500 {
+	p := problemOf(err)
+	if p.Status >= 500 {
 		s.log.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.Pattern, "err", err)
 	}
-	p := Problem{Type: "about:blank", Title: http.StatusText(status), Status: status, Detail: detail, Field: field}
+	if p.Type == ProblemCorrupt {
+		s.metrics.corrupt(tenantOf(r.Context()))
+	}
 	b, _ := json.Marshal(p) // a struct of strings and an int: cannot fail
 	h := w.Header()
 	h.Set("Content-Type", "application/problem+json")
-	if status == http.StatusUnauthorized {
+	if p.Status == http.StatusUnauthorized {
 		h.Set("WWW-Authenticate", `Bearer realm="idem"`)
 	}
-	if status == http.StatusServiceUnavailable {
+	if p.Status == http.StatusServiceUnavailable {
 		h.Set("Retry-After", "1")
 	}
-	w.WriteHeader(status)
+	w.WriteHeader(p.Status)
 	w.Write(append(b, '\n'))
-	return status
+	return p.Status
 }
 
 type tenantKey struct{}

@@ -24,13 +24,14 @@ func TestRetryableLedgerErrorsAre503(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			status, detail, _ := statusOf(tc.err)
+			p := problemOf(tc.err)
+			status, detail := p.Status, p.Detail
 			if status != http.StatusServiceUnavailable || detail != "busy: try again" {
 				t.Fatalf("statusOf(%v) = %d %q, want 503 %q", tc.err, status, detail, "busy: try again")
 			}
 		})
 	}
-	if status, _, _ := statusOf(errors.ErrUnsupported); status != http.StatusInternalServerError {
-		t.Fatalf("an unsupported store maps to %d, want 500", status)
+	if p := problemOf(errors.ErrUnsupported); p.Status != http.StatusInternalServerError {
+		t.Fatalf("an unsupported store maps to %d, want 500", p.Status)
 	}
 }

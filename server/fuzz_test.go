@@ -23,7 +23,8 @@ func FuzzDecodeCheck(f *testing.F) {
 		var req CheckRequest
 		err := decodeJSON(body, &req)
 		if err != nil {
-			status, detail, _ := statusOf(err)
+			p := problemOf(err)
+			status, detail := p.Status, p.Detail
 			if status != http.StatusBadRequest || detail == "" {
 				t.Fatalf("decode error %v maps to %d %q, want a 400 with a detail", err, status, detail)
 			}

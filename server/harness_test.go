@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"os"
@@ -48,9 +49,16 @@ type options struct {
 	funnel   server.Checker // replaces the real funnel (fault injection)
 	maxBody  int64
 	lease    time.Duration
+	maxLease time.Duration
 	// postgresDSN, when set, puts the ledger in PostgreSQL (a schema of
 	// its own) instead of Badger.
 	postgresDSN string
+	// schema is the PostgreSQL schema; empty: a new one.
+	schema string
+	// logger receives the server's log lines; nil discards them.
+	logger *slog.Logger
+	// now, when set, is the ledger's clock (leases and retention).
+	now func() time.Time
 }
 
 // env is one running server: real Badger, real encoder and
@@ -61,6 +69,7 @@ type env struct {
 	dir    string
 	srv    *server.Server
 	ledger *ledger.Ledger
+	schema string // the PostgreSQL schema, when the ledger is there
 	stop   func() // shuts the server down and closes index and store; idempotent
 }
 
@@ -75,9 +84,14 @@ func start(t testing.TB, o options) *env {
 		Close(context.Context) error
 	}
 	lcfg := ledger.DefaultConfig()
+	schema := ""
 	if o.postgresDSN != "" {
 		pcfg := postgres.DefaultConfig(o.postgresDSN)
 		pcfg.Schema = fmt.Sprintf("server_%d_%d", os.Getpid(), time.Now().UnixNano()%1_000_000_000)
+		if o.schema != "" {
+			pcfg.Schema = o.schema
+		}
+		schema = pcfg.Schema
 		ps, err := postgres.Open(context.Background(), pcfg)
 		if err != nil {
 			t.Fatal(err)
@@ -95,6 +109,12 @@ func start(t testing.TB, o options) *env {
 	if o.lease > 0 {
 		lcfg.Lease = o.lease
 	}
+	if o.maxLease > 0 {
+		lcfg.MaxLease = o.maxLease
+	}
+	if o.now != nil {
+		lcfg.Now = o.now
+	}
 	led, err := ledger.New(store, lcfg)
 	if err != nil {
 		t.Fatal(err)
@@ -110,6 +130,7 @@ func start(t testing.TB, o options) *env {
 	}
 	fcfg := funnel.DefaultConfig()
 	fcfg.Policies = o.policies
+	fcfg.Now = o.now
 	// A budget no machine runs out of: the decisions these tests assert
 	// must not depend on the machine's speed.
 	fcfg.Budget = 10 * time.Minute
@@ -120,6 +141,7 @@ func start(t testing.TB, o options) *env {
 	cfg := server.DefaultConfig()
 	cfg.Addr = "127.0.0.1:0"
 	cfg.Tools = []string{"send_email"}
+	cfg.Logger = o.logger
 	if o.maxBody > 0 {
 		cfg.MaxBodyBytes = o.maxBody
 	}
@@ -146,7 +168,7 @@ func start(t testing.TB, o options) *env {
 	}
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve() }()
-	e := &env{t: t, url: "http://" + srv.Addr().String(), dir: dir, srv: srv, ledger: led}
+	e := &env{t: t, url: "http://" + srv.Addr().String(), dir: dir, srv: srv, ledger: led, schema: schema}
 	var once sync.Once
 	e.stop = func() {
 		once.Do(func() {
@@ -170,11 +192,17 @@ func start(t testing.TB, o options) *env {
 
 // client returns a client of e that checks every exchange against the
 // OpenAPI document.
-func (e *env) client(key string) *client.Client {
+func (e *env) client(key string) *client.Client { return e.clientWith(key, nil) }
+
+// clientWith is client with its config changed by mutate.
+func (e *env) clientWith(key string, mutate func(*client.Config)) *client.Client {
 	cfg := client.DefaultConfig(e.url)
 	cfg.APIKey = key
 	cfg.HTTPClient = &http.Client{Transport: &validating{t: e.t, next: http.DefaultTransport}, Timeout: time.Minute}
 	cfg.Wait = 5 * time.Second
+	if mutate != nil {
+		mutate(&cfg)
+	}
 	c, err := client.New(cfg)
 	if err != nil {
 		e.t.Fatal(err)

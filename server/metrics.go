@@ -19,6 +19,7 @@ type metrics struct {
 	judge       *prometheus.CounterVec   // outcome
 	transitions *prometheus.CounterVec   // tenant, state
 	takeovers   *prometheus.CounterVec   // tenant
+	corrupts    *prometheus.CounterVec   // tenant
 	requests    *prometheus.CounterVec   // route, code
 	latency     *prometheus.HistogramVec // route
 }
@@ -50,6 +51,10 @@ func newMetrics(reg prometheus.Registerer, cache func() (hits, misses uint64)) (
 			Name: "idem_lease_takeovers_total",
 			Help: "Uncertain keys taken over with a new lease.",
 		}, []string{"tenant"}),
+		corrupts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "idem_ledger_corrupt_records_total",
+			Help: "Requests answered 500 because a record failed the store's integrity check (the problem names its key; DELETE removes it).",
+		}, []string{"tenant"}),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "idem_http_requests_total",
 			Help: "HTTP requests by route and status code.",
@@ -60,7 +65,7 @@ func newMetrics(reg prometheus.Registerer, cache func() (hits, misses uint64)) (
 			Buckets: prometheus.ExponentialBuckets(50e-6, 2, 18),
 		}, []string{"route"}),
 	}
-	cs := []prometheus.Collector{m.checks, m.stage, m.overruns, m.judge, m.transitions, m.takeovers, m.requests, m.latency}
+	cs := []prometheus.Collector{m.checks, m.stage, m.overruns, m.judge, m.transitions, m.takeovers, m.corrupts, m.requests, m.latency}
 	if cache != nil {
 		cs = append(cs,
 			prometheus.NewCounterFunc(prometheus.CounterOpts{
@@ -109,6 +114,10 @@ func (m *metrics) observeCheck(tenant, tool string, req *funnel.Request, res *fu
 
 func (m *metrics) transition(tenant, state string) {
 	m.transitions.WithLabelValues(tenant, state).Inc()
+}
+
+func (m *metrics) corrupt(tenant string) {
+	m.corrupts.WithLabelValues(tenant).Inc()
 }
 
 func (m *metrics) request(route string, code int, d time.Duration) {

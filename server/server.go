@@ -9,16 +9,18 @@
 //	POST   /v1/check           decide a tool call: execute, duplicate, in_progress, confirm, uncertain
 //	POST   /v1/complete        record the result of an executed call
 //	POST   /v1/fail            record its failure, transient or permanent
+//	POST   /v1/renew           extend the lease of a call still running
 //	GET    /v1/records/{key}   one record (key path-escaped)
-//	DELETE /v1/records/{key}   forget a wrong record
+//	DELETE /v1/records/{key}   forget a wrong record (force=true: also one in progress)
 //	GET    /v1/workflows/{id}  a workflow's steps and their states
 //	GET    /healthz, /readyz, /metrics, /openapi.json
 //
 // Bodies are JSON, decoded strictly: the content type must be
 // application/json, the size is bounded, unknown fields and trailing data
 // are refused, strings must be valid UTF-8. Errors are RFC 9457
-// application/problem+json whose detail names the field; statusOf is the
-// one place that maps errors to statuses.
+// application/problem+json with one type URI per class of error (the
+// Problem* constants) and a detail naming the field; problemOf is the one
+// place that maps errors to problems.
 //
 // Auth: with API keys configured (as SHA-256 hashes, each naming a
 // tenant), every /v1 request needs "Authorization: Bearer <key>" and acts
@@ -63,9 +65,10 @@ type Checker interface {
 type Ledger interface {
 	Complete(ctx context.Context, tenant, key, token string, result json.RawMessage) (ledger.Record, error)
 	Fail(ctx context.Context, tenant, key, token string, errJSON json.RawMessage, class ledger.ErrorClass) (ledger.Record, error)
+	Renew(ctx context.Context, tenant, key, token string, lease time.Duration) (ledger.Record, error)
 	Get(ctx context.Context, tenant, key string) (ledger.Claim, error)
 	Workflow(ctx context.Context, tenant, workflow string) ([]ledger.Record, error)
-	Forget(ctx context.Context, tenant, key string) error
+	Forget(ctx context.Context, tenant, key string, force bool) error
 }
 
 // Deps are what the server calls.
@@ -234,6 +237,7 @@ func (s *Server) table() []route {
 		{"POST", "/v1/check", true, s.check},
 		{"POST", "/v1/complete", true, s.complete},
 		{"POST", "/v1/fail", true, s.fail},
+		{"POST", "/v1/renew", true, s.renew},
 		{"GET", "/v1/records/{key}", true, s.getRecord},
 		{"DELETE", "/v1/records/{key}", true, s.forget},
 		{"GET", "/v1/workflows/{id}", true, s.workflow},

@@ -293,7 +293,7 @@ func buildApp(cfg config.Config, defs []canon.Tool, log *slog.Logger) (*app, err
 		}
 		a.store = bs
 	}
-	lc.Lease, lc.Retention, lc.MaxResultBytes, lc.Logger = cfg.Ledger.Lease, cfg.Ledger.Retention, cfg.Ledger.MaxResultBytes, log
+	lc.Lease, lc.MaxLease, lc.Retention, lc.MaxResultBytes, lc.Logger = cfg.Ledger.Lease, cfg.Ledger.MaxLease, cfg.Ledger.Retention, cfg.Ledger.MaxResultBytes, log
 	if a.ledger, err = ledger.New(a.store, lc); err != nil {
 		a.Close(context.Background())
 		return nil, err

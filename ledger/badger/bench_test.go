@@ -43,6 +43,16 @@ func BenchmarkClaim(b *testing.B) {
 	}
 }
 
+// BenchmarkGetMiss: the read of a key never claimed, positional vs
+// explicit (whose miss also reads the old key form), side by side.
+func BenchmarkGetMiss(b *testing.B) {
+	for _, explicit := range []bool{false, true} {
+		b.Run(map[bool]string{false: "positional", true: "explicit"}[explicit], func(b *testing.B) {
+			ledgertest.BenchGetMiss(b, newLedger(b, openStore(b, b.TempDir(), false), nil), explicit)
+		})
+	}
+}
+
 // BenchmarkClaimComplete: the whole life of an executed call, claim then
 // complete: two commits.
 func BenchmarkClaimComplete(b *testing.B) {

@@ -24,10 +24,13 @@ import (
 const (
 	envCrashDir = "IDEM_LEDGER_CRASH_DIR"
 	envCrashRun = "IDEM_LEDGER_CRASH_RUN"
+	// envCrashCycles sets how many kills TestCrash makes (the long test:
+	// IDEM_CRASH_CYCLES=100 go test -run '^TestCrash$' ./ledger/badger).
+	envCrashCycles = "IDEM_CRASH_CYCLES"
 )
 
 const (
-	crashRuns  = 20
+	crashRuns  = 20        // kills in a plain run; IDEM_CRASH_CYCLES sets another number
 	crashLease = time.Hour // the child's leases; the parent looks from 2 h later
 )
 
@@ -43,7 +46,8 @@ func crashResult(key string, i int) json.RawMessage {
 }
 
 // TestCrash kills a child that claims and completes records as fast as it
-// can with SIGKILL at random moments, 20 times, and after each kill reopens
+// can with SIGKILL at random moments, 20 times (IDEM_CRASH_CYCLES sets another
+// number: 100 in the long test), and after each kill reopens
 // the store and checks that every completion the child acknowledged (wrote
 // to a side file, fsynced, after Complete returned) is there and intact,
 // that every record decodes, and that every claim it left PENDING comes
@@ -54,13 +58,14 @@ func TestCrash(t *testing.T) {
 		return
 	}
 	if testing.Short() {
-		t.Skip("spawns 20 child processes")
+		t.Skip("spawns child processes")
 	}
 	dir := t.TempDir()
 	ctx := t.Context()
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
 	completed, pending := 0, 0
-	for run := range crashRuns {
+	runs := crashCycles(t)
+	for run := range runs {
 		ack := filepath.Join(dir, fmt.Sprintf("ack-%02d", run))
 		cmd := exec.Command(os.Args[0], "-test.run=^TestCrash$", "-test.count=1")
 		cmd.Env = append(os.Environ(), envCrashDir+"="+dir, envCrashRun+"="+strconv.Itoa(run))
@@ -82,7 +87,8 @@ func TestCrash(t *testing.T) {
 		c, p := verifyAfterCrash(ctx, t, dir, run)
 		completed, pending = completed+c, pending+p
 	}
-	t.Logf("%d kills; %d checks of acknowledged completions and %d of pending claims (every earlier run re-checked after each kill)", crashRuns, completed, pending)
+	t.Logf("%d kills; %d completions acknowledged, 0 lost; %d checks of acknowledged completions and %d of pending claims (every earlier run re-checked after each kill)",
+		runs, ackedCompletions(t, dir, runs), completed, pending)
 }
 
 // waitForFile waits until the child has acknowledged something.
@@ -247,4 +253,31 @@ func readAcks(t *testing.T, path string) []crashAck {
 		out = append(out, crashAck{parts[0], parts[1], i})
 	}
 	return out
+}
+
+// crashCycles is how many kills TestCrash makes: crashRuns, or the number
+// in IDEM_CRASH_CYCLES.
+func crashCycles(t *testing.T) int {
+	v := os.Getenv(envCrashCycles)
+	if v == "" {
+		return crashRuns
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		t.Fatalf("%s=%q: want a positive number of kills", envCrashCycles, v)
+	}
+	return n
+}
+
+// ackedCompletions counts the completions acknowledged in runs 0..runs-1.
+func ackedCompletions(t *testing.T, dir string, runs int) int {
+	n := 0
+	for r := range runs {
+		for _, a := range readAcks(t, filepath.Join(dir, fmt.Sprintf("ack-%02d", r))) {
+			if a.kind == "C" {
+				n++
+			}
+		}
+	}
+	return n
 }

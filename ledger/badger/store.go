@@ -498,6 +498,12 @@ func (s *Store) Delete(ctx context.Context, tenant, key string) error {
 		}
 		err := s.db.Update(func(txn *badger.Txn) error {
 			cur, err := getRecord(txn, rk)
+			if errors.Is(err, ledger.ErrCorrupt) {
+				// Remove the raw entry; its index entries, unreadable, are
+				// skipped by the listings until they expire.
+				s.log.Warn("ledger/badger: deleting a corrupt record", "tenant", tenant, "key", key, "err", err)
+				return txn.Delete(rk)
+			}
 			if err != nil {
 				return err
 			}
@@ -548,6 +554,9 @@ func (s *Store) ListSession(ctx context.Context, tenant, session string, after u
 				return err
 			}
 			rec, err := getRecord(txn, recordKey(tenant, string(key)))
+			if s.skipCorrupt(tenant, string(key), err) {
+				continue
+			}
 			if err != nil {
 				return err
 			}
@@ -580,6 +589,9 @@ func (s *Store) ListWorkflow(ctx context.Context, tenant, workflow string) ([]le
 			}
 			key := string(it.Item().Key()[len(prefix):])
 			rec, err := getRecord(txn, recordKey(tenant, key))
+			if s.skipCorrupt(tenant, key, err) {
+				continue
+			}
 			if err != nil {
 				return err
 			}
@@ -597,6 +609,17 @@ func (s *Store) ListWorkflow(ctx context.Context, tenant, workflow string) ([]le
 		return cmp.Or(cmp.Compare(a.CreatedAt, b.CreatedAt), strings.Compare(a.Key, b.Key))
 	})
 	return out, nil
+}
+
+// skipCorrupt reports whether err is a corrupt record, which a listing
+// leaves out (and logs): one damaged record must not take its session or
+// workflow down with it. Reading or deleting its own key reports it.
+func (s *Store) skipCorrupt(tenant, key string, err error) bool {
+	if !errors.Is(err, ledger.ErrCorrupt) {
+		return false
+	}
+	s.log.Warn("ledger/badger: a listing skipped a corrupt record", "tenant", tenant, "key", key, "err", err)
+	return true
 }
 
 // Watch implements ledger.Store.

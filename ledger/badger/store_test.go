@@ -187,6 +187,54 @@ func TestCorruptRecordIsReported(t *testing.T) {
 	}
 }
 
+// TestCorruptRecordOnDisk: a record whose bytes were damaged at rest (the
+// store closed, the value rewritten in the directory with one byte
+// flipped, the store reopened) reads as a *ledger.CorruptError naming its
+// key, its session and workflow still list, and Forget removes it.
+func TestCorruptRecordOnDisk(t *testing.T) {
+	ledgertest.Corrupt(t, func(t *testing.T) ledger.Store { return reopenable(t, t.TempDir()) },
+		func(t *testing.T, st ledger.Store, tenant, key string) {
+			r := st.(*reopenableStore)
+			if err := r.Close(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			db, err := badger.Open(badger.DefaultOptions(r.dir).WithLogger(nil))
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = db.Update(func(txn *badger.Txn) error {
+				item, err := txn.Get(recordKey(tenant, key))
+				if err != nil {
+					return err
+				}
+				v, err := item.ValueCopy(nil)
+				if err != nil {
+					return err
+				}
+				v[len(v)/2] ^= 0x40
+				return txn.SetEntry(badger.NewEntry(recordKey(tenant, key), v).WithTTL(time.Hour))
+			})
+			if cerr := db.Close(); err == nil {
+				err = cerr
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			r.Store = openStore(t, r.dir, true)
+		})
+}
+
+// reopenableStore is a Store whose directory a test may close, damage and
+// reopen under the same value.
+type reopenableStore struct {
+	*Store
+	dir string
+}
+
+func reopenable(t *testing.T, dir string) *reopenableStore {
+	return &reopenableStore{Store: openStore(t, dir, true), dir: dir}
+}
+
 func FuzzDecodeRecord(f *testing.F) {
 	f.Add(encodeRecord(nil, &ledger.Record{Tenant: "t", Key: "k", Status: ledger.StatusPending, Embedding: []float32{1, 2}}))
 	f.Fuzz(func(t *testing.T, b []byte) {

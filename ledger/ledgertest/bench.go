@@ -2,6 +2,7 @@ package ledgertest
 
 import (
 	"encoding/json"
+	"errors"
 	"strconv"
 	"testing"
 
@@ -94,6 +95,29 @@ func BenchClaimComplete(b *testing.B, l *ledger.Ledger) {
 		}
 		if _, err := l.Complete(ctx, "bench", req.Key, c.Token, result); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// BenchGetMiss: one Get of a key never claimed per iteration, what a check
+// of a new call reads first. explicit: the key of an explicit
+// idempotency key, whose miss also reads the old key form (see
+// ledger.Ledger.Get); else a positional key, one read.
+func BenchGetMiss(b *testing.B, l *ledger.Ledger, explicit bool) {
+	ctx := b.Context()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		in := ledger.KeyInput{Workflow: "w", Step: strconv.Itoa(i), Tool: "send_email"}
+		if explicit {
+			in = ledger.KeyInput{IdempotencyKey: "order-" + strconv.Itoa(i), Tool: "send_email"}
+		}
+		key, err := ledger.KeyFor(in)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := l.Get(ctx, "bench", key); !errors.Is(err, ledger.ErrNotFound) {
+			b.Fatalf("get: %v", err)
 		}
 	}
 }

@@ -1,8 +1,9 @@
 // Package ledgertest is the conformance suite every ledger.Store must pass:
-// each transition of the state machine, legal and illegal, leases and
-// takeover, retention, waiting, listing order and tenant isolation, driven
-// through a ledger.Ledger over the store under test; and, for a
-// ledger.FencedStore, fenced claims.
+// each transition of the state machine, legal and illegal, leases,
+// renewals and takeover, retention, waiting, listing order, tenant
+// isolation and records written in the old key form, driven through a
+// ledger.Ledger over the store under test; for a ledger.FencedStore,
+// fenced claims; and, with Corrupt, what a record damaged at rest does.
 //
 //	func TestConformance(t *testing.T) {
 //		ledgertest.Run(t, func(t *testing.T) ledger.Store { return openStore(t) })
@@ -51,6 +52,7 @@ func (c *Clock) Advance(d time.Duration) {
 // The suite's ledger configuration.
 const (
 	lease     = time.Minute
+	maxLease  = 10 * time.Minute
 	retention = time.Hour
 	maxResult = 4096
 )
@@ -73,7 +75,7 @@ func newEnv(t *testing.T, open func(t *testing.T) ledger.Store) *env {
 func (e *env) ledgerWith(now func() time.Time) *ledger.Ledger {
 	e.t.Helper()
 	cfg := ledger.DefaultConfig()
-	cfg.Lease, cfg.Retention, cfg.MaxResultBytes, cfg.Now = lease, retention, maxResult, now
+	cfg.Lease, cfg.MaxLease, cfg.Retention, cfg.MaxResultBytes, cfg.Now = lease, maxLease, retention, maxResult, now
 	l, err := ledger.New(e.store, cfg)
 	if err != nil {
 		e.t.Fatalf("ledger.New: %v", err)
@@ -174,6 +176,13 @@ func Run(t *testing.T, open func(t *testing.T) ledger.Store) {
 		{"WorkflowListing", testWorkflowListing},
 		{"TenantIsolation", testTenants},
 		{"ForgetFreesKey", testForget},
+		{"ForgetOfLiveLeaseNeedsForce", testForgetLive},
+		{"RenewExtendsLease", testRenew},
+		{"RenewWithStaleTokenIsRefused", testRenewStale},
+		{"RenewOfExpiredLease", testRenewExpired},
+		{"RenewNeverPastMaxLease", testRenewMaxLease},
+		{"ConcurrentRenewAndTakeoverOneWinner", testRenewVsTakeover},
+		{"LegacyExplicitKeysStayReadable", testLegacyKeys},
 		{"FencedClaimWins", testFencedClaimWins},
 		{"FencedClaimAtStaleSeqWritesNothing", testFencedClaimStale},
 		{"FencedClaimOfHeldKeyAnswersAsUnfenced", testFencedClaimOfHeldKey},
@@ -465,7 +474,7 @@ func testUnknownKey(t *testing.T, e *env) {
 	wantErr(t, "Get", err, ledger.ErrNotFound)
 	_, err = e.l.Wait(e.ctx, "t1", "nope")
 	wantErr(t, "Wait", err, ledger.ErrNotFound)
-	wantErr(t, "Forget", e.l.Forget(e.ctx, "t1", "nope"), ledger.ErrNotFound)
+	wantErr(t, "Forget", e.l.Forget(e.ctx, "t1", "nope", false), ledger.ErrNotFound)
 }
 
 func testBadInput(t *testing.T, e *env) {
@@ -519,7 +528,7 @@ func testBadInput(t *testing.T, e *env) {
 			return err
 		}, ledger.ErrInvalidInput, "class"},
 		{"get without key", func() error { _, err := e.l.Get(e.ctx, "t1", ""); return err }, ledger.ErrInvalidInput, "key"},
-		{"forget without tenant", func() error { return e.l.Forget(e.ctx, "", "k1") }, ledger.ErrInvalidInput, "tenant"},
+		{"forget without tenant", func() error { return e.l.Forget(e.ctx, "", "k1", false) }, ledger.ErrInvalidInput, "tenant"},
 		{"session without id", func() error { _, err := e.l.Session(e.ctx, "t1", "", 0, 0); return err }, ledger.ErrInvalidInput, "session_id"},
 		{"workflow without id", func() error { _, err := e.l.Workflow(e.ctx, "t1", ""); return err }, ledger.ErrInvalidInput, "workflow_id"},
 	}
@@ -642,7 +651,7 @@ func testWaitContext(t *testing.T, e *env) {
 func testWaitForget(t *testing.T, e *env) {
 	e.claim(req("k1"), ledger.Claimed)
 	done := e.waitAsync(e.ctx, e.l, "k1")
-	if err := e.l.Forget(e.ctx, "t1", "k1"); err != nil {
+	if err := e.l.Forget(e.ctx, "t1", "k1", true); err != nil {
 		t.Fatal(err)
 	}
 	if got := <-done; !errors.Is(got.err, ledger.ErrNotFound) {
@@ -692,7 +701,7 @@ func testSessionOrder(t *testing.T, e *env) {
 	// Completing keeps a record's place; forgetting removes it; a new
 	// claim after a transient failure is a new arrival.
 	e.complete("t1", "c", tokens["c"], `1`)
-	if err := e.l.Forget(e.ctx, "t1", "a"); err != nil {
+	if err := e.l.Forget(e.ctx, "t1", "a", true); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := e.l.Fail(e.ctx, "t1", "e", tokens["e"], json.RawMessage(`1`), ledger.ClassTransient); err != nil {
@@ -751,7 +760,7 @@ func testTenants(t *testing.T, e *env) {
 	if got := e.get("t2", "shared"); got.Outcome != ledger.InProgress || got.Record.Tenant != "t2" {
 		t.Errorf("t2's record is %v in tenant %q after t1 completed", got.Outcome, got.Record.Tenant)
 	}
-	if err := e.l.Forget(e.ctx, "t1", "shared"); err != nil {
+	if err := e.l.Forget(e.ctx, "t1", "shared", false); err != nil {
 		t.Fatal(err)
 	}
 	if got := e.get("t2", "shared"); got.Outcome != ledger.InProgress {
@@ -775,7 +784,7 @@ func testTenants(t *testing.T, e *env) {
 func testForget(t *testing.T, e *env) {
 	c := e.claim(req("k1"), ledger.Claimed)
 	e.complete("t1", "k1", c.Token, `"wrong"`)
-	if err := e.l.Forget(e.ctx, "t1", "k1"); err != nil {
+	if err := e.l.Forget(e.ctx, "t1", "k1", false); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := e.l.Get(e.ctx, "t1", "k1"); !errors.Is(err, ledger.ErrNotFound) {
@@ -790,4 +799,23 @@ func testForget(t *testing.T, e *env) {
 	}
 	_, err := e.l.Complete(e.ctx, "t1", "k1", c.Token, json.RawMessage(`1`))
 	wantErr(t, "Complete with the forgotten claim's token", err, ledger.ErrStaleToken)
+}
+
+// testForgetLive: forgetting a record whose call runs under a live lease
+// would let it run twice: refused unless forced; an uncertain or finished
+// record is forgotten at once.
+func testForgetLive(t *testing.T, e *env) {
+	c := e.claim(req("k1"), ledger.Claimed)
+	wantErr(t, "Forget of a live lease", e.l.Forget(e.ctx, "t1", "k1", false), ledger.ErrInProgress)
+	e.claim(req("k1"), ledger.InProgress)
+	if err := e.l.Forget(e.ctx, "t1", "k1", true); err != nil {
+		t.Fatalf("forced Forget: %v", err)
+	}
+	_, err := e.l.Complete(e.ctx, "t1", "k1", c.Token, json.RawMessage(`1`))
+	wantErr(t, "Complete after a forced Forget", err, ledger.ErrNotFound)
+	e.claim(req("k2"), ledger.Claimed)
+	e.clock.Advance(lease)
+	if err := e.l.Forget(e.ctx, "t1", "k2", false); err != nil {
+		t.Fatalf("Forget of an uncertain record: %v", err)
+	}
 }

@@ -61,6 +61,15 @@ func BenchmarkClaim(b *testing.B) {
 	}
 }
 
+// BenchmarkGetMiss: the read of a key never claimed, positional vs
+// explicit (whose miss also reads the old key form), side by side.
+func BenchmarkGetMiss(b *testing.B) {
+	for _, be := range backends() {
+		b.Run("positional/"+be.name, func(b *testing.B) { ledgertest.BenchGetMiss(b, newLedger(b, be.open(b), nil), false) })
+		b.Run("explicit/"+be.name, func(b *testing.B) { ledgertest.BenchGetMiss(b, newLedger(b, be.open(b), nil), true) })
+	}
+}
+
 // BenchmarkClaimComplete: the whole life of an executed call, claim then
 // complete, one client.
 func BenchmarkClaimComplete(b *testing.B) {

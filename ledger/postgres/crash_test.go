@@ -23,10 +23,13 @@ const (
 	envCrashDir    = "IDEM_PG_CRASH_DIR"
 	envCrashRun    = "IDEM_PG_CRASH_RUN"
 	envCrashSchema = "IDEM_PG_CRASH_SCHEMA"
+	// envCrashCycles sets how many kills TestCrash makes (the long test:
+	// IDEM_CRASH_CYCLES=100 scripts/with-postgres go test -run '^TestCrash$' ./ledger/postgres).
+	envCrashCycles = "IDEM_CRASH_CYCLES"
 )
 
 const (
-	crashRuns  = 8
+	crashRuns  = 8         // kills in a plain run; IDEM_CRASH_CYCLES sets another number
 	crashLease = time.Hour // the child's leases; the parent looks from 2 h later
 )
 
@@ -37,7 +40,8 @@ func crashResult(key string, i int) json.RawMessage {
 
 // TestCrash kills a child process (an idem replica, as far as the ledger
 // is concerned) that claims and completes records as fast as it can with
-// SIGKILL at random moments, 8 times, and after each kill checks from
+// SIGKILL at random moments, 8 times (IDEM_CRASH_CYCLES sets another number:
+// 100 in the long test), and after each kill checks from
 // this process that every completion the child acknowledged (wrote to a
 // side file, fsynced, after Complete returned) is there and intact, that
 // every claim it left PENDING comes back as uncertain once its lease is
@@ -49,7 +53,7 @@ func TestCrash(t *testing.T) {
 		return
 	}
 	if testing.Short() {
-		t.Skip("spawns 8 child processes")
+		t.Skip("spawns child processes")
 	}
 	schema := newSchema(t)
 	s := openStore(t, schema, nil)
@@ -60,7 +64,8 @@ func TestCrash(t *testing.T) {
 	ctx := t.Context()
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
 	completed, pending := 0, 0
-	for run := range crashRuns {
+	runs := crashCycles(t)
+	for run := range runs {
 		ack := filepath.Join(dir, fmt.Sprintf("ack-%02d", run))
 		cmd := exec.Command(os.Args[0], "-test.run=^TestCrash$", "-test.count=1")
 		cmd.Env = append(os.Environ(), envCrashDir+"="+dir, envCrashRun+"="+strconv.Itoa(run), envCrashSchema+"="+schema)
@@ -84,7 +89,7 @@ func TestCrash(t *testing.T) {
 		checkRows(t, adm, schema)
 	}
 	// An uncertain claim the child left can be taken over.
-	for r := range crashRuns {
+	for r := range runs {
 		for _, a := range readAcks(t, filepath.Join(dir, fmt.Sprintf("ack-%02d", r))) {
 			if a.kind != "P" {
 				continue
@@ -93,11 +98,13 @@ func TestCrash(t *testing.T) {
 			if err != nil || c.Outcome != ledger.Claimed {
 				t.Fatalf("Takeover of the child's uncertain %s: %v %v", a.key, c.Outcome, err)
 			}
-			t.Logf("%d kills; %d checks of acknowledged completions and %d of pending claims", crashRuns, completed, pending)
+			t.Logf("%d kills; %d completions acknowledged, 0 lost; %d checks of acknowledged completions and %d of pending claims",
+				runs, ackedCompletions(t, dir, runs), completed, pending)
 			return
 		}
 	}
-	t.Logf("%d kills; %d checks of acknowledged completions and %d of pending claims", crashRuns, completed, pending)
+	t.Logf("%d kills; %d completions acknowledged, 0 lost; %d checks of acknowledged completions and %d of pending claims",
+		runs, ackedCompletions(t, dir, runs), completed, pending)
 }
 
 func waitForFile(t *testing.T, path string, cmd *exec.Cmd) {
@@ -225,4 +232,31 @@ func readAcks(t *testing.T, path string) []crashAck {
 		out = append(out, crashAck{parts[0], parts[1], i})
 	}
 	return out
+}
+
+// crashCycles is how many kills TestCrash makes: crashRuns, or the number
+// in IDEM_CRASH_CYCLES.
+func crashCycles(t *testing.T) int {
+	v := os.Getenv(envCrashCycles)
+	if v == "" {
+		return crashRuns
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		t.Fatalf("%s=%q: want a positive number of kills", envCrashCycles, v)
+	}
+	return n
+}
+
+// ackedCompletions counts the completions acknowledged in runs 0..runs-1.
+func ackedCompletions(t *testing.T, dir string, runs int) int {
+	n := 0
+	for r := range runs {
+		for _, a := range readAcks(t, filepath.Join(dir, fmt.Sprintf("ack-%02d", r))) {
+			if a.kind == "C" {
+				n++
+			}
+		}
+	}
+	return n
 }

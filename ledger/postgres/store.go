@@ -307,10 +307,10 @@ func scanWith(row pgx.Row, tenant, key string, keyFirst bool) (*stored, error) {
 		r.Error = errJSON
 	}
 	if r.Embedding, err = decodeEmbedding(emb); err != nil {
-		return nil, fmt.Errorf("record %q: %w", key, err)
+		return nil, fmt.Errorf("record %q: %w", r.Key, err)
 	}
 	if seq < 0 || st.version < 1 {
-		return nil, fmt.Errorf("%w: record %q has seq %d, version %d", ledger.ErrCorrupt, key, seq, st.version)
+		return nil, fmt.Errorf("%w: record %q has seq %d, version %d", ledger.ErrCorrupt, r.Key, seq, st.version)
 	}
 	return &st, nil
 }
@@ -796,6 +796,12 @@ func (s *Store) query(ctx context.Context, tenant, sql string, args ...any) ([]l
 	var out []ledger.Record
 	for rows.Next() {
 		st, err := scanWith(rows, tenant, "", true)
+		if errors.Is(err, ledger.ErrCorrupt) {
+			// One damaged row must not take its session or workflow down
+			// with it; reading or deleting its own key reports it.
+			s.log.Warn("ledger/postgres: a listing skipped a corrupt record", "tenant", tenant, "err", err)
+			continue
+		}
 		if err != nil {
 			return nil, err
 		}

@@ -19,6 +19,21 @@ func TestConformance(t *testing.T) {
 	ledgertest.Run(t, func(t *testing.T) ledger.Store { return openStore(t, newSchema(t), nil) })
 }
 
+// TestCorruptRecord: a bad row (an embedding that is not a whole number
+// of float32s, written behind the store's back) reads as a
+// *ledger.CorruptError naming its key, its session and workflow still
+// list, and Forget removes it.
+func TestCorruptRecord(t *testing.T) {
+	ledgertest.Corrupt(t, func(t *testing.T) ledger.Store { return openStore(t, newSchema(t), nil) },
+		func(t *testing.T, st ledger.Store, tenant, key string) {
+			s := st.(*Store)
+			tag, err := s.pool.Exec(t.Context(), `UPDATE idem_records SET embedding = '\x010203' WHERE tenant = $1 AND key = $2`, tenant, key)
+			if err != nil || tag.RowsAffected() != 1 {
+				t.Fatalf("writing a bad row: %v %v", tag, err)
+			}
+		})
+}
+
 // TestRace: 32 goroutines on two stores (two replicas of one schema)
 // claim the same 200 keys concurrently. Exactly one claim per key wins,
 // every loser is told the winner's state, and each session's numbers are

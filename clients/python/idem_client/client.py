@@ -152,8 +152,9 @@ class Workflow:
 Lease = Union[str, int, float, timedelta]
 
 
-def lease_value(lease: Lease) -> Union[str, int]:
-    """A lease as the API takes it: a duration string ("5m") or milliseconds."""
+def lease_value(lease: Lease) -> int:
+    """A lease in milliseconds, as the API takes it (``lease_ms``), from a
+    duration string ("5m", "1h30m", "90s", "250ms"), milliseconds or a timedelta."""
     if isinstance(lease, timedelta):
         return int(lease.total_seconds() * 1000)
     if isinstance(lease, bool):
@@ -161,8 +162,29 @@ def lease_value(lease: Lease) -> Union[str, int]:
     if isinstance(lease, (int, float)):
         return int(lease)
     if isinstance(lease, str) and lease:
-        return lease
+        return _duration_ms(lease)
     raise TypeError("lease: want a duration string, milliseconds or a timedelta")
+
+
+_UNITS_MS = {"ms": 1.0, "s": 1000.0, "m": 60_000.0, "h": 3_600_000.0}
+
+
+def _duration_ms(text: str) -> int:
+    """Milliseconds of a Go-style duration: one or more number-unit pairs."""
+    total, i = 0.0, 0
+    while i < len(text):
+        j = i
+        while j < len(text) and (text[j].isdigit() or text[j] == "."):
+            j += 1
+        k = j
+        while k < len(text) and text[k].isalpha():
+            k += 1
+        num, unit = text[i:j], text[j:k]
+        if not num or unit not in _UNITS_MS:
+            raise ValueError("lease: %r is not a duration such as 5m or 90s" % text)
+        total += float(num) * _UNITS_MS[unit]
+        i = k
+    return int(total)
 
 
 class Client:
@@ -260,7 +282,7 @@ class Client:
         ``lease`` is a duration string ("5m"), milliseconds, or a timedelta. A
         server without the endpoint answers ``NotFoundError``.
         """
-        data, _ = self._do("POST", "/v1/renew", {"key": key, "token": token, "lease": lease_value(lease)})
+        data, _ = self._do("POST", "/v1/renew", {"key": key, "token": token, "lease_ms": lease_value(lease)})
         return Record.from_json(data)
 
     def record(self, key: str) -> Record:
