@@ -63,10 +63,16 @@ func (f *Funnel) eligible(c *check, e *entry) bool {
 
 // live reads a candidate's record and reports whether its effect counts:
 // SUCCESS, or PENDING (live or uncertain). Failed and vanished records do
-// not.
+// not, nor does a corrupt one: it cannot be replayed, and another call's
+// check must not fail on it (its own key's check reports it).
 func (f *Funnel) live(ctx context.Context, c *check, key string) (ledger.Claim, bool, error) {
 	got, err := f.ledger.Get(ctx, c.req.Tenant, key)
 	if errors.Is(err, ledger.ErrNotFound) {
+		return got, false, nil
+	}
+	if errors.Is(err, ledger.ErrCorrupt) {
+		f.log.WarnContext(ctx, "funnel: a candidate's record is corrupt; it is not compared", "tenant", c.req.Tenant, "key", key)
+		c.note("not compared: the record of the earlier call %s is corrupt", key)
 		return got, false, nil
 	}
 	if err != nil {
