@@ -103,6 +103,12 @@ type TypedConfig struct {
 	// identity string of the tool; matched under case folding and white
 	// space folding. FieldRule.Aliases adds tables for one field.
 	Aliases map[string]string `json:"aliases,omitempty" yaml:"aliases,omitempty"`
+	// ReadingsOff names the probable readings (see Grade) this tool's
+	// identity values are not read by: any of ReadingYear, ReadingDateOrder,
+	// ReadingCase, ReadingCurrency, ReadingSubset, ReadingAbbreviation,
+	// ReadingInitials, ReadingQualifier, ReadingRegion, or "all". Empty
+	// (the default): every reading is on.
+	ReadingsOff []string `json:"readings_off,omitempty" yaml:"readings_off,omitempty"`
 }
 
 // Types a field can be given with FieldRule.Type.
@@ -136,6 +142,7 @@ type typedRules struct {
 	decimalComma bool
 	aliases      map[string]string // folded alias or name → folded name
 	loc          *time.Location    // TypedConfig.Timezone, or nil
+	readings     readingSet        // the readings Grade may use
 }
 
 func (t TypedConfig) validate() error {
@@ -168,6 +175,11 @@ func (t TypedConfig) validate() error {
 	if err := validAliases(t.Aliases); err != nil {
 		errs = append(errs, fmt.Errorf("typed.aliases: %w", err))
 	}
+	for i, name := range t.ReadingsOff {
+		if _, ok := readingBits[name]; !ok {
+			errs = append(errs, fmt.Errorf("typed.readings_off[%d] %q: unknown reading (want one of %s, or all)", i, name, strings.Join(readingNames, ", ")))
+		}
+	}
 	return errors.Join(errs...)
 }
 
@@ -198,6 +210,10 @@ func compileTyped(t TypedConfig) *typedRules {
 		nanp:         t.PhoneRegion != "",
 		decimalComma: t.DecimalComma,
 		aliases:      foldAliases(t.Aliases),
+		readings:     allReadings,
+	}
+	for _, name := range t.ReadingsOff {
+		r.readings &^= readingBits[name]
 	}
 	if t.DateOrder != "" {
 		r.dateOrder = t.DateOrder[0]
