@@ -357,25 +357,18 @@ func shortened(on readingSet, s, l *nameWords) string {
 			return "" // the same words in the same order: the case reading's
 		}
 	}
-	left := false
 	for k := 0; k < l.n; k++ {
-		if used[k] || covered[k] {
-			continue
-		}
-		if hasDigit(l.w[k]) {
+		if !used[k] && !covered[k] && hasDigit(l.w[k]) {
 			return ""
 		}
-		left = true
 	}
 	switch {
 	case kind&readInitials != 0:
 		return ReadingInitials
 	case kind&readAbbreviation != 0:
 		return ReadingAbbreviation
-	case on&readSubset == 0 && left:
+	case on&readSubset == 0:
 		return ""
-	case on&readSubset == 0 && s.n == l.n:
-		return "" // the same words in another order
 	}
 	return ReadingSubset
 }
@@ -434,6 +427,9 @@ func sameWords(a, b *nameWords) bool {
 // sameRegion: a and b name one US state or one country by their tables
 // (periods left out: "U.S." is "US").
 func sameRegion(a, b string) string {
+	if !regionCode(a) && !regionCode(b) {
+		return "" // a code on one side at least: names are spelled alike or not at all
+	}
 	a, b = strings.ReplaceAll(a, ".", ""), strings.ReplaceAll(b, ".", "")
 	if x, ok := lookupUSState(a); ok {
 		if y, ok := lookupUSState(b); ok && x == y {
@@ -446,6 +442,22 @@ func sameRegion(a, b string) string {
 		}
 	}
 	return ""
+}
+
+// regionCode: a value shaped like a state or country code: two or three
+// letters, periods aside ("CA", "USA", "U.S.").
+func regionCode(v string) bool {
+	n := 0
+	for i := 0; i < len(v); i++ {
+		switch c := v[i]; {
+		case c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z':
+			n++
+		case c == '.':
+		default:
+			return false
+		}
+	}
+	return n == 2 || n == 3
 }
 
 // qualified: one name is the other with a qualifier after a comma

@@ -103,11 +103,13 @@ type TypedConfig struct {
 	// identity string of the tool; matched under case folding and white
 	// space folding. FieldRule.Aliases adds tables for one field.
 	Aliases map[string]string `json:"aliases,omitempty" yaml:"aliases,omitempty"`
-	// ReadingsOff names the probable readings (see Grade) this tool's
-	// identity values are not read by: any of ReadingYear, ReadingDateOrder,
-	// ReadingCase, ReadingCurrency, ReadingSubset, ReadingAbbreviation,
-	// ReadingInitials, ReadingQualifier, ReadingRegion, or "all". Empty
-	// (the default): every reading is on.
+	// ReadingsOff names the probable readings (see Compare and the
+	// Reading constants) this tool's identity values are not read by:
+	// year, date-order, twelve-hour, currency, number-words, case,
+	// subset, abbreviation, initials, qualifier, region, or all. Empty
+	// (the default): every reading is on. Readings only ever grade a
+	// leaf Restated, never Equal: they do not change the identity
+	// digest.
 	ReadingsOff []string `json:"readings_off,omitempty" yaml:"readings_off,omitempty"`
 }
 
