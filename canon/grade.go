@@ -650,6 +650,11 @@ func currencyNamed(l *idLeaf) string {
 	if c, ok := strings.CutPrefix(l.typed, "currency "); ok {
 		return c
 	}
+	if m, ok := strings.CutPrefix(l.typed, "enum "); ok {
+		if c, ok := isoCurrency(m); ok && c == m {
+			return c
+		}
+	}
 	if l.typed == "" && len(l.value) == 5 && l.value[0] == '"' {
 		code := l.value[1:4]
 		if c, ok := isoCurrency(code); ok && c == code {

@@ -212,17 +212,20 @@ func TestSGDGradedSlots(t *testing.T) {
 			for _, e := range fp.examples {
 				t.Logf("  correction flagged: %s", e)
 			}
-			if got := float64(rec.flagged["all"]) / float64(rec.n["all"]); got < 0.95 {
-				t.Errorf("restatements caught %s, want ≥ 0.95", ratio(rec.flagged["all"], rec.n["all"]))
+			// The floors reached. Without schemas, "Economy" and "Premium
+			// Economy" are a subset reading (30 of 3,380 in train); with the
+			// enum they are two members.
+			if got := float64(rec.flagged["all"]) / float64(rec.n["all"]); got < 0.99 {
+				t.Errorf("restatements caught %s, want ≥ 0.99", ratio(rec.flagged["all"], rec.n["all"]))
 			}
-			if got := float64(fp.flagged["all"]) / float64(fp.n["all"]); got > 0.02 {
-				t.Errorf("corrections flagged %s, want ≤ 0.02", ratio(fp.flagged["all"], fp.n["all"]))
+			if got := float64(fp.flagged["all"]) / float64(fp.n["all"]); got > 0.01 {
+				t.Errorf("corrections flagged %s, want ≤ 0.01", ratio(fp.flagged["all"], fp.n["all"]))
 			}
-			if got := float64(recS.flagged["all"]) / float64(recS.n["all"]); got < 0.95 {
-				t.Errorf("with schemas: restatements caught %s, want ≥ 0.95", ratio(recS.flagged["all"], recS.n["all"]))
+			if got := float64(recS.flagged["all"]) / float64(recS.n["all"]); got < 0.99 {
+				t.Errorf("with schemas: restatements caught %s, want ≥ 0.99", ratio(recS.flagged["all"], recS.n["all"]))
 			}
-			if got := float64(fpS.flagged["all"]) / float64(fpS.n["all"]); got > 0.005 {
-				t.Errorf("with schemas: corrections flagged %s, want ≤ 0.005", ratio(fpS.flagged["all"], fpS.n["all"]))
+			if got := float64(fpS.flagged["all"]) / float64(fpS.n["all"]); got > 0.001 {
+				t.Errorf("with schemas: corrections flagged %s, want ≤ 0.001", ratio(fpS.flagged["all"], fpS.n["all"]))
 			}
 		})
 	}

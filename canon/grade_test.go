@@ -176,6 +176,16 @@ func TestGradeEnumMembersStayDistinct(t *testing.T) {
 	})
 }
 
+func TestGradeCurrencyNamedByAnEnum(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Tools = map[string]ToolConfig{"pay": {Schema: json.RawMessage(
+		`{"type":"object","properties":{"currency":{"type":"string","enum":["USD","EUR"]}}}`)}}
+	runGradeCases(t, cfg, "pay", []gradeCase{
+		{"trap: the call names another currency", "", `{"amount":"$5","currency":"EUR"}`, `{"amount":5,"currency":"EUR"}`, Different, ""},
+		{"the call names the sign's currency", "", `{"amount":"$5","currency":"USD"}`, `{"amount":5,"currency":"USD"}`, Restated, ReadingCurrency},
+	})
+}
+
 func TestGradeAliases(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.Typed.Aliases = map[string]string{"SF": "San Francisco", "NY": "New York"}

@@ -1,4 +1,4 @@
-package canon_test
+package bench
 
 import (
 	"fmt"
@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/idem-dev/idem/bench"
 	"github.com/idem-dev/idem/canon"
 )
 
@@ -17,7 +16,6 @@ import (
 // funnel may still let a flagged call through on its text fields, never
 // the other way round.
 
-const upstreamDir = "../../shared/data/upstream"
 
 // gradeCounts are the counts the acceptance of issue 18 names.
 type gradeCounts struct {
@@ -35,11 +33,11 @@ type gradeCounts struct {
 
 func (g gradeCounts) String() string {
 	return fmt.Sprintf("restated caught %s (equal %d), corrections flagged %s, hard negatives flagged %s, executes flagged %s (and %d left to the semantic stage: text differs)",
-		ratio(g.restatedFlagged, g.restated), g.restatedEqual, ratio(g.correctedFlagged, g.corrected),
-		ratio(g.hardFlagged, g.hard), ratio(g.executeFlagged, g.execute), g.semantic)
+		share(g.restatedFlagged, g.restated), g.restatedEqual, share(g.correctedFlagged, g.corrected),
+		share(g.hardFlagged, g.hard), share(g.executeFlagged, g.execute), g.semantic)
 }
 
-func ratio(n, d int) string {
+func share(n, d int) string {
 	if d == 0 {
 		return "0/0"
 	}
@@ -56,9 +54,9 @@ type seen struct {
 
 // gradeTraffic grades set under cfg (the set's tool schemas added, as
 // idem bench run does).
-func gradeTraffic(t testing.TB, set *bench.Set, cfg canon.Config) gradeCounts {
+func gradeTraffic(t testing.TB, set *Set, cfg canon.Config) gradeCounts {
 	t.Helper()
-	cfg.Tools, _ = bench.ToolConfig(set.Tools)
+	cfg.Tools, _ = ToolConfig(set.Tools)
 	c, err := canon.New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -157,26 +155,25 @@ func gradeTraffic(t testing.TB, set *bench.Set, cfg canon.Config) gradeCounts {
 	return out
 }
 
-func readSet(t testing.TB, dir string) *bench.Set {
+func readSet(t testing.TB, dir string) *Set {
 	t.Helper()
-	set, err := bench.ReadDir(dir)
+	set, err := ReadDir(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return set
 }
 
-// importSGD builds a split's traffic as the acceptance does: idem bench
+// importSGDSplit builds a split's traffic as the acceptance does: idem bench
 // import --limit 20000 sgd ….
-func importSGD(t testing.TB, split string) *bench.Set {
+func importSGDSplit(t testing.TB, split string) *Set {
 	t.Helper()
-	src := filepath.Join(upstreamDir, "sgd", "derived", "sgd_transactional_calls_"+split+".jsonl")
+	src := filepath.Join(upstream, "sgd", "derived", "sgd_transactional_calls_"+split+".jsonl")
 	if _, err := os.Stat(src); err != nil {
 		t.Skipf("needs ../shared/data/upstream/sgd (CI lays ../shared beside the checkout): %v", err)
 	}
-	im, _ := bench.LookupImporter("sgd")
 	out := filepath.Join(t.TempDir(), "sgd-"+split)
-	if _, err := im.Import(bench.ImportConfig{Src: src, Out: out, Limit: 20000}); err != nil {
+	if _, err := sgdImporter.Import(ImportConfig{Src: src, Out: out, Limit: 20000}); err != nil {
 		t.Fatal(err)
 	}
 	return readSet(t, out)
@@ -206,17 +203,19 @@ func TestGradedTraffic(t *testing.T) {
 	}
 	type setCase struct {
 		name string
-		set  func() *bench.Set
-		// floors: the acceptance of issue 18 through the gate
+		set  func() *Set
+		// floors: what the gate reaches
 		minRecall                  float64
 		maxCorrections, maxHardNeg float64
 	}
 	sets := []setCase{
-		{"sgd-train", func() *bench.Set { return importSGD(t, "train") }, 0.85, 0.02, 1},
-		{"sgd-dev", func() *bench.Set { return importSGD(t, "dev") }, 0.85, 0.02, 1},
-		{"bfcl", func() *bench.Set { return readSet(t, "../testdata/traffic/bfcl") }, 0.5, 0, 0},
-		{"tau-retail", func() *bench.Set { return readSet(t, "../testdata/traffic/tau-retail") }, 1, 0, 0},
-		{"tau-airline", func() *bench.Set { return readSet(t, "../testdata/traffic/tau-airline") }, 1, 0, 0},
+		// The floors reached (issue 18 asks ≥ 0.85 and ≤ 0.02 on SGD,
+		// ≥ 0.5 and no hard negative on BFCL).
+		{"sgd-train", func() *Set { return importSGDSplit(t, "train") }, 0.99, 0.005, 0.005},
+		{"sgd-dev", func() *Set { return importSGDSplit(t, "dev") }, 0.99, 0.005, 0.005},
+		{"bfcl", func() *Set { return readSet(t, "../testdata/traffic/bfcl") }, 0.68, 0, 0},
+		{"tau-retail", func() *Set { return readSet(t, "../testdata/traffic/tau-retail") }, 1, 0, 0},
+		{"tau-airline", func() *Set { return readSet(t, "../testdata/traffic/tau-airline") }, 1, 0, 0},
 	}
 	for _, sc := range sets {
 		t.Run(sc.name, func(t *testing.T) {
@@ -247,13 +246,13 @@ func TestGradedTraffic(t *testing.T) {
 					but.restatedFlagged, but.correctedFlagged, but.hardFlagged)
 			}
 			if all.restated > 0 && float64(all.restatedFlagged) < sc.minRecall*float64(all.restated) {
-				t.Errorf("restated caught %s, want ≥ %.2f", ratio(all.restatedFlagged, all.restated), sc.minRecall)
+				t.Errorf("restated caught %s, want ≥ %.2f", share(all.restatedFlagged, all.restated), sc.minRecall)
 			}
 			if float64(all.correctedFlagged) > sc.maxCorrections*float64(all.corrected) {
-				t.Errorf("corrections flagged %s, want ≤ %.2f", ratio(all.correctedFlagged, all.corrected), sc.maxCorrections)
+				t.Errorf("corrections flagged %s, want ≤ %.2f", share(all.correctedFlagged, all.corrected), sc.maxCorrections)
 			}
 			if float64(all.hardFlagged) > sc.maxHardNeg*float64(all.hard) {
-				t.Errorf("hard negatives flagged %s, want ≤ %.0f", ratio(all.hardFlagged, all.hard), sc.maxHardNeg)
+				t.Errorf("hard negatives flagged %s, want ≤ %.3f", share(all.hardFlagged, all.hard), sc.maxHardNeg)
 			}
 		})
 	}
