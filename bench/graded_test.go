@@ -14,9 +14,9 @@ import (
 // session with the same tool and another idempotency key, and flagged
 // when its best grade is Restated or Equal. This is the gate alone: the
 // funnel may still let a flagged call through on its text fields, never
-// the other way round.
-
-
+// the other way round. An earlier call that failed is no candidate (a
+// retry after a failure runs again), nor is one with the same key (the
+// ledger answers those).
 // gradeCounts are the counts the acceptance of issue 18 names.
 type gradeCounts struct {
 	restated, restatedFlagged, restatedEqual int // tag surface-value (SGD), alternative-value (BFCL); duplicates elsewhere
