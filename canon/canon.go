@@ -25,6 +25,16 @@
 // is certain ("evening 7:30" and "19:30" are the time 19:30): see
 // TypedConfig for the types, the rules for partial values and what is
 // deliberately left a string. The canonical bytes and the hash stay exact.
+//
+// Compare grades two calls' identity leaves: equal (what the identity
+// digest compares), restated (probably the same value, by a named
+// reading: a date without a year read against the reference date, a name
+// shortened or in another case, an amount with a sign against a bare
+// number) or different. The readings are written here, not taken from a
+// fuzzy-matching library, because each must say which rule took two
+// spellings for one value and refuse the near misses that name another
+// thing (one hour apart, another day, "Santa Rosa" and "Santa Clara"),
+// where similarity scores rank both alike.
 package canon
 
 import (

@@ -108,8 +108,7 @@ var readingNames = []string{ReadingYear, ReadingDateOrder, ReadingTwelveHour, Re
 	ReadingNumberWords, ReadingCase, ReadingSubset, ReadingAbbreviation, ReadingInitials,
 	ReadingQualifier, ReadingRegion}
 
-// Readings lists the names of the readings, in the order Grade tries
-// them within a kind of value.
+// Readings lists the names of the readings TypedConfig.ReadingsOff takes.
 func Readings() []string { return append([]string(nil), readingNames...) }
 
 var readingBits = map[string]readingSet{
@@ -531,13 +530,8 @@ func readClock(r *typedRules, la, lb *idLeaf) (string, string) {
 	if r.readings&readTwelveHour == 0 {
 		return "", ""
 	}
-	typed, bare := la, lb
-	if la.typed == "" {
-		typed, bare = lb, la
-	}
-	t, ok := strings.CutPrefix(typed.typed, "time ")
-	s, isString := leafString(bare)
-	if !ok || !isString || strings.HasSuffix(t, "Z") {
+	t, s, ok := typedAndBare(la, lb, "time ")
+	if !ok || strings.HasSuffix(t, "Z") {
 		return "", ""
 	}
 	s = strings.TrimSpace(s)
@@ -557,19 +551,29 @@ func readClock(r *typedRules, la, lb *idLeaf) (string, string) {
 	return "", ""
 }
 
+// typedAndBare splits a pair of leaves into the one typed with the kind
+// prefix (its form, the prefix cut) and the untyped string (unquoted).
+func typedAndBare(la, lb *idLeaf, prefix string) (form, bare string, ok bool) {
+	typed, other := la, lb
+	if la.typed == "" {
+		typed, other = lb, la
+	}
+	form, ok = strings.CutPrefix(typed.typed, prefix)
+	if !ok {
+		return "", "", false
+	}
+	bare, ok = leafString(other)
+	return form, bare, ok
+}
+
 // readNumberWords: a number in words outside a count field ("two") against
 // the number (ReadingNumberWords).
 func readNumberWords(r *typedRules, la, lb *idLeaf) (string, string) {
 	if r.readings&readNumberWordsBit == 0 {
 		return "", ""
 	}
-	typed, bare := la, lb
-	if la.typed == "" {
-		typed, bare = lb, la
-	}
-	n, ok := strings.CutPrefix(typed.typed, "number ")
-	s, isString := leafString(bare)
-	if !ok || !isString {
+	n, s, ok := typedAndBare(la, lb, "number ")
+	if !ok {
 		return "", ""
 	}
 	if w, ok := parseNumberWords(s); ok && w == n {

@@ -1,9 +1,10 @@
 package canon
 
 import (
-	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -14,23 +15,11 @@ import (
 // test when ../shared is not laid out beside the checkout.
 func loadSGDSplit(t testing.TB, split string) []sgdRecord {
 	t.Helper()
-	path := filepath.Join(upstream, "sgd", "derived", "sgd_transactional_calls_"+split+".jsonl")
-	f, err := os.Open(path)
-	if err != nil {
+	recs, err := readSGDSplit(split)
+	if errors.Is(err, fs.ErrNotExist) {
 		t.Skipf("needs ../shared/data/upstream/sgd (CI lays ../shared beside the checkout): %v", err)
 	}
-	defer f.Close()
-	var recs []sgdRecord
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		var r sgdRecord
-		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
-			t.Fatal(err)
-		}
-		recs = append(recs, r)
-	}
-	if err := sc.Err(); err != nil {
+	if err != nil {
 		t.Fatal(err)
 	}
 	return recs
@@ -94,21 +83,7 @@ func gradeSlots(t testing.TB, cfg Config, pairs []sgdPair) slotGrades {
 	c := mustNew(t, cfg)
 	out := slotGrades{n: map[string]int{}, flagged: map[string]int{}, equal: map[string]int{}, byReading: map[string]int{}}
 	for _, p := range pairs {
-		a, _ := json.Marshal(p.params)
-		b := make(map[string]string, len(p.params))
-		for k, v := range p.params {
-			b[k] = v
-		}
-		b[p.slot] = p.value
-		bb, _ := json.Marshal(b)
-		x, err := c.CanonicalizeOn(p.tool, a, sgdToday)
-		if err != nil {
-			t.Fatal(err)
-		}
-		y, err := c.CanonicalizeOn(p.tool, bb, sgdToday)
-		if err != nil {
-			t.Fatal(err)
-		}
+		x, y := p.calls(t, c, sgdToday)
 		if !identitySlot(x, p.slot) && !identitySlot(y, p.slot) {
 			continue
 		}
