@@ -38,7 +38,8 @@ func (g Grade) String() string {
 // MarshalText encodes the grade by name.
 func (g Grade) MarshalText() ([]byte, error) { return []byte(g.String()), nil }
 
-// The readings Grade may use, by the names TypedConfig.ReadingsOff takes.
+// The readings Compare may use, by the names TypedConfig.ReadingsOff
+// takes.
 const (
 	// ReadingYear reads a date without a year ("March 4th") against the
 	// reference date: the nearest such date not before it, within a year.
@@ -53,10 +54,12 @@ const (
 	// in fields that are not counts (where typed comparison reads them
 	// with certainty already).
 	ReadingNumberWords = "number-words"
-	// ReadingCase compares names (strings of words) under case, spacing
+	// ReadingCase compares names (several words) under case, spacing
 	// and punctuation between words ("1355 broadway" for "1355
-	// Broadway"). Single tokens shaped like identifiers ("pay_8xK2",
-	// "A12b") and words mixing digits and letters stay case-sensitive.
+	// Broadway"), and a single word of four letters or more under case
+	// ("SOrry"), of three capitalized or not ("tom"). Single tokens
+	// shaped like identifiers ("pay_8xK2", "A12b") and shorter words
+	// ("Aa", "CO") keep their case.
 	ReadingCase = "case"
 	// ReadingCurrency reads an amount with a currency sign or word ("$122",
 	// "122 bucks", "thirty five dollars") as a bare number of the same
@@ -173,7 +176,7 @@ type idLeaf struct {
 	code bool
 }
 
-// key reports whether two leaves enter the identity digest alike.
+// same reports whether two leaves enter the identity digest alike.
 func (l *idLeaf) same(m *idLeaf) bool {
 	if l.typed != "" || m.typed != "" {
 		return l.typed == m.typed
