@@ -25,6 +25,16 @@
 // is certain ("evening 7:30" and "19:30" are the time 19:30): see
 // TypedConfig for the types, the rules for partial values and what is
 // deliberately left a string. The canonical bytes and the hash stay exact.
+//
+// Compare grades two calls' identity leaves: equal (what the identity
+// digest compares), restated (probably the same value, by a named
+// reading: a date without a year read against the reference date, a name
+// shortened or in another case, an amount with a sign against a bare
+// number) or different. The readings are written here, not taken from a
+// fuzzy-matching library, because each must say which rule took two
+// spellings for one value and refuse the near misses that name another
+// thing (one hour apart, another day, "Santa Rosa" and "Santa Clara"),
+// where similarity scores rank both alike.
 package canon
 
 import (
@@ -74,6 +84,15 @@ type Call struct {
 	// differ only in such strings ("SF" and "San Francisco"): a judge may
 	// decide them, the identity gate cannot.
 	TypedDigest uint64
+	// ShapeDigest is xxhash64 over the tool name and the paths of the
+	// identity leaves whose class does not depend on their value (decided
+	// by config, schema or field name), in path order, values left out.
+	// Two calls can grade equal or restated (see Compare) only if their
+	// ShapeDigests are equal: it is the key to find a call's gradable
+	// candidates by hash. (A leaf classed by its value, "SF" identity and
+	// "Kuala Lumpur International Airport" prose in an unhinted field,
+	// may be either class in another call, so its path stays out.)
+	ShapeDigest uint64
 	// Fields lists every leaf in path order (the order of the canonical
 	// bytes).
 	Fields []Field
@@ -86,6 +105,18 @@ type Call struct {
 	textView      string
 	textTruncated bool
 	hasText       bool
+
+	// What Identity needs to grade the call against another.
+	rules *typedRules // the tool's typed rules, nil when typed comparison is off
+	today date        // the reference date the call was read against
+	norms []normAt    // identity leaves whose digest input is not their JSON
+}
+
+// normAt is the identity digest input of Fields[i] where a Normalize
+// option made it differ from the leaf's JSON.
+type normAt struct {
+	i int
+	s string
 }
 
 // TextView returns the text that gets embedded: the tool name on the first
@@ -190,6 +221,9 @@ func (c *Canonicalizer) CanonicalizeOn(tool string, args []byte, today Date) (*C
 	sc := scratchBufs.Get().(*scratch)
 	defer scratchBufs.Put(sc)
 	w := walker{rules: rules, maxText: c.cfg.MaxTextView, today: today.date()}
+	w.shape.Reset()
+	w.shape.WriteString(tool)
+	w.shape.WriteString("\x00")
 	w.c = make([]byte, 0, len(args)+16)
 	w.fields = make([]Field, 0, leaves)
 	w.spans, w.paths, w.ids, w.tids = sc.spans[:0], sc.paths[:0], sc.ids[:0], sc.tids[:0]
@@ -209,6 +243,10 @@ func (c *Canonicalizer) CanonicalizeOn(tool string, args []byte, today Date) (*C
 		textTruncated: w.textCut,
 		hasText:       w.hasText,
 		Relative:      w.relative,
+		ShapeDigest:   w.shape.Sum64(),
+		rules:         rules.typed,
+		today:         today.date(),
+		norms:         w.norms,
 	}
 	hashed := w.c
 	if w.hOn {
@@ -322,6 +360,8 @@ type walker struct {
 	ids      []byte // identity digest input
 	tids     []byte // typed digest input
 	text     []byte
+	shape    xxhash.Digest // ShapeDigest input: the identity paths
+	norms    []normAt
 	maxText  int
 	textCut  bool
 	hasText  bool
@@ -494,6 +534,10 @@ func (w *walker) leaf(n *node, name string, s *schema, d decided, cls Class, rul
 	w.fields = append(w.fields, Field{Class: cls, Rule: rule})
 	switch cls {
 	case Identity:
+		if stableClass(rule, name) {
+			w.shape.Write(w.path)
+			w.shape.WriteString("\n")
+		}
 		w.ids = append(w.ids, w.path...)
 		w.ids = append(w.ids, '=')
 		w.tids = append(w.tids, w.path...)
@@ -512,7 +556,11 @@ func (w *walker) leaf(n *node, name string, s *schema, d decided, cls Class, rul
 			w.tids = append(w.tids, '@')
 			w.tids = append(w.tids, typed...)
 		case n.kind == kString:
+			at := len(w.ids)
 			w.ids = appendIdentity(w.ids, n, s, d.norm)
+			if string(w.ids[at:]) != string(w.c[start:]) {
+				w.norms = append(w.norms, normAt{len(w.fields) - 1, string(w.ids[at:])})
+			}
 			w.tids = append(w.tids, '?')
 		default:
 			w.ids = appendIdentity(w.ids, n, s, d.norm)
@@ -527,6 +575,14 @@ func (w *walker) leaf(n *node, name string, s *schema, d decided, cls Class, rul
 }
 
 type span struct{ p0, p1, v0, v1 int }
+
+// stableClass: an identity leaf that is one whatever its value: classed
+// by config or schema, or named like an identifier (its value's shape may
+// decide first, "heuristic:date", but always for identity). Without such
+// a name the value decides: "SF" is identity, a sentence text.
+func stableClass(rule, name string) bool {
+	return !strings.HasPrefix(rule, "heuristic:") || nameRulesOf(name).identity != ""
+}
 
 // finishFields fills in the paths and values of the fields.
 func (w *walker) finishFields() {

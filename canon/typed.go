@@ -103,6 +103,14 @@ type TypedConfig struct {
 	// identity string of the tool; matched under case folding and white
 	// space folding. FieldRule.Aliases adds tables for one field.
 	Aliases map[string]string `json:"aliases,omitempty" yaml:"aliases,omitempty"`
+	// ReadingsOff names the probable readings (see Compare and the
+	// Reading constants) this tool's identity values are not read by:
+	// year, date-order, twelve-hour, currency, number-words, case,
+	// subset, abbreviation, initials, qualifier, region, or all. Empty
+	// (the default): every reading is on. Readings only ever grade a
+	// leaf Restated, never Equal: they do not change the identity
+	// digest.
+	ReadingsOff []string `json:"readings_off,omitempty" yaml:"readings_off,omitempty"`
 }
 
 // Types a field can be given with FieldRule.Type.
@@ -136,6 +144,7 @@ type typedRules struct {
 	decimalComma bool
 	aliases      map[string]string // folded alias or name → folded name
 	loc          *time.Location    // TypedConfig.Timezone, or nil
+	readings     readingSet        // the readings Grade may use
 }
 
 func (t TypedConfig) validate() error {
@@ -168,6 +177,11 @@ func (t TypedConfig) validate() error {
 	if err := validAliases(t.Aliases); err != nil {
 		errs = append(errs, fmt.Errorf("typed.aliases: %w", err))
 	}
+	for i, name := range t.ReadingsOff {
+		if _, ok := readingBits[name]; !ok {
+			errs = append(errs, fmt.Errorf("typed.readings_off[%d] %q: unknown reading (want one of %s, or all)", i, name, strings.Join(readingNames, ", ")))
+		}
+	}
 	return errors.Join(errs...)
 }
 
@@ -198,6 +212,10 @@ func compileTyped(t TypedConfig) *typedRules {
 		nanp:         t.PhoneRegion != "",
 		decimalComma: t.DecimalComma,
 		aliases:      foldAliases(t.Aliases),
+		readings:     allReadings,
+	}
+	for _, name := range t.ReadingsOff {
+		r.readings &^= readingBits[name]
 	}
 	if t.DateOrder != "" {
 		r.dateOrder = t.DateOrder[0]

@@ -336,10 +336,11 @@ func sharedSign(code string) string {
 }
 
 type symbols struct {
-	codes   map[string]bool   // current ISO 4217 codes
-	byFirst map[byte][]string // every sign a current currency uses, by first byte, longest first
-	byLast  map[byte][]string // the same by last byte
-	unique  map[string]string // sign → the one currency that uses it
+	codes   map[string]bool            // current ISO 4217 codes
+	byFirst map[byte][]string          // every sign a current currency uses, by first byte, longest first
+	byLast  map[byte][]string          // the same by last byte
+	unique  map[string]string          // sign → the one currency that uses it
+	users   map[string]map[string]bool // sign → the currencies that use it
 }
 
 var (
@@ -382,6 +383,7 @@ func symbolTables() *symbols {
 				sort.Slice(l, func(i, j int) bool { return len(l[i]) > len(l[j]) || len(l[i]) == len(l[j]) && l[i] < l[j] })
 			}
 		}
+		t.users = users
 		symbolsTab = t
 	})
 	return symbolsTab

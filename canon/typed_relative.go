@@ -68,6 +68,14 @@ func (d Date) AddDays(n int) Date {
 
 func (d Date) date() date { return date{y: d.Year, m: int(d.Month), d: d.Day} }
 
+// String spells d as YYYY-MM-DD, or --MM-DD without a year.
+func (d date) String() string {
+	if d.y == 0 {
+		return fmt.Sprintf("--%02d-%02d", d.m, d.d)
+	}
+	return Date{d.y, time.Month(d.m), d.d}.String()
+}
+
 // Today returns the calendar date of now in the tool's TypedConfig.Timezone:
 // the reference date of a call checked at now by a caller who sent none.
 // It is the zero Date when the tool has no Timezone (or typed comparison

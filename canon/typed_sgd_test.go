@@ -28,26 +28,33 @@ func loadSGD(t testing.TB) []sgdRecord {
 	t.Helper()
 	var recs []sgdRecord
 	for _, split := range []string{"train", "dev"} {
-		path := filepath.Join(upstream, "sgd", "derived", "sgd_transactional_calls_"+split+".jsonl")
-		f, err := os.Open(path)
+		r, err := readSGDSplit(split)
 		if err != nil {
 			t.Fatalf("reading SGD derived records (CI lays ../shared beside the checkout): %v", err)
 		}
-		sc := bufio.NewScanner(f)
-		sc.Buffer(make([]byte, 1<<20), 1<<20)
-		for sc.Scan() {
-			var r sgdRecord
-			if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
-				t.Fatal(err)
-			}
-			recs = append(recs, r)
-		}
-		f.Close()
-		if err := sc.Err(); err != nil {
-			t.Fatal(err)
-		}
+		recs = append(recs, r...)
 	}
 	return recs
+}
+
+// readSGDSplit reads one split of the SGD derived records.
+func readSGDSplit(split string) ([]sgdRecord, error) {
+	f, err := os.Open(filepath.Join(upstream, "sgd", "derived", "sgd_transactional_calls_"+split+".jsonl"))
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var recs []sgdRecord
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		var r sgdRecord
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			return nil, err
+		}
+		recs = append(recs, r)
+	}
+	return recs, sc.Err()
 }
 
 // sgdPair is an executed call and one slot of it spelled another way.
@@ -106,6 +113,28 @@ func sgdPairs(recs []sgdRecord) (restated, corrected []sgdPair) {
 	return restated, corrected
 }
 
+// calls canonicalizes the pair's two calls, said on the day today: the
+// executed call, and the same call with the slot spelled p.value.
+func (p sgdPair) calls(t testing.TB, c *Canonicalizer, today Date) (executed, restated *Call) {
+	t.Helper()
+	a, _ := json.Marshal(p.params)
+	b := make(map[string]string, len(p.params))
+	for k, v := range p.params {
+		b[k] = v
+	}
+	b[p.slot] = p.value
+	bb, _ := json.Marshal(b)
+	x, err := c.CanonicalizeOn(p.tool, a, today)
+	if err != nil {
+		t.Fatal(err)
+	}
+	y, err := c.CanonicalizeOn(p.tool, bb, today)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return x, y
+}
+
 // slotKind groups SGD slots for the report.
 func slotKind(slot string) string {
 	switch {
@@ -158,21 +187,7 @@ func sgdMeasure(t testing.TB, cfg Config, today Date, pairs []sgdPair, skipRelat
 		if skipRelative && relative(p.value) {
 			continue
 		}
-		a, _ := json.Marshal(p.params)
-		b := make(map[string]string, len(p.params))
-		for k, v := range p.params {
-			b[k] = v
-		}
-		b[p.slot] = p.value
-		bb, _ := json.Marshal(b)
-		x, err := c.CanonicalizeOn(p.tool, a, today)
-		if err != nil {
-			t.Fatal(err)
-		}
-		y, err := c.CanonicalizeOn(p.tool, bb, today)
-		if err != nil {
-			t.Fatal(err)
-		}
+		x, y := p.calls(t, c, today)
 		k := slotKind(p.slot)
 		if !identitySlot(x, p.slot) || !identitySlot(y, p.slot) {
 			// A text field is compared by meaning, not by the gate.

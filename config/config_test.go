@@ -267,3 +267,46 @@ tools:
 		t.Errorf("a bad timezone: %v", err)
 	}
 }
+
+// TestReadingsOffReachCanon: typed.readings_off, top level and per tool,
+// decides which readings grade values restated.
+func TestReadingsOffReachCanon(t *testing.T) {
+	cfg, err := Load([]byte(`
+typed:
+  readings_off: [abbreviation]
+tools:
+  rules:
+    strict_tool:
+      typed: {readings_off: [all]}
+`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cn, err := canon.New(cfg.Canon(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	grade := func(tool, a, b string) canon.Grade {
+		x, err := cn.Canonicalize(tool, []byte(a))
+		if err != nil {
+			t.Fatal(err)
+		}
+		y, err := cn.Canonicalize(tool, []byte(b))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return canon.Compare(x, y, canon.Date{}).Overall
+	}
+	if g := grade("book", `{"city":"Seattle, WA"}`, `{"city":"Seattle"}`); g != canon.Restated {
+		t.Errorf("qualifier, still on: %v", g)
+	}
+	if g := grade("book", `{"city":"San Fran"}`, `{"city":"San Francisco"}`); g != canon.Different {
+		t.Errorf("abbreviation, switched off: %v", g)
+	}
+	if g := grade("strict_tool", `{"city":"Seattle, WA"}`, `{"city":"Seattle"}`); g != canon.Different {
+		t.Errorf("a tool with every reading off: %v", g)
+	}
+	if _, err := Load([]byte("typed:\n  readings_off: [shortening]\n"), nil); err == nil || !strings.Contains(err.Error(), "readings_off[0]") {
+		t.Errorf("an unknown reading: %v", err)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -114,3 +115,61 @@ func TestVersionAndUnknownCommand(t *testing.T) {
 		t.Errorf("unknown command: exit %d, %q", code, errs)
 	}
 }
+
+func TestCanonCommandGradesAgainstAnotherCall(t *testing.T) {
+	earlier := `{"tool":"book","arguments":{"city":"Santa Rosa","date":"2019-03-04","restaurant_name":"Tandoori Mahal Indian Restaurant","time":"19:30"}}`
+	call := `{"tool":"book","arguments":{"city":"Santa ROsa","date":"March 4th","restaurant_name":"Tandoori Mahal","time":"20:30"}}`
+	code, out, errs := runIdem(t, "", "canon", "--reference-time", "2019-03-01", "--against", earlier, call)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	for _, want := range []string{
+		`restated\s+"March 4th" = "2019-03-04" \(the year of the reference date 2019-03-01\)`,
+		`restated\s+"Santa ROsa" = "Santa Rosa" \(case and spacing\)`,
+		`restated\s+"Tandoori Mahal" = "Tandoori Mahal Indian Restaurant"`,
+		`against: different: 3 identity values restated, 1 different`,
+	} {
+		if !regexpMatch(want, out) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if !regexpMatch(`time\s+identity.*"20:30"\s+\(time 20:30\)\s+different`, out) {
+		t.Errorf("one hour later is not graded different:\n%s", out)
+	}
+	// The call to compare against from a file, JSON out.
+	file := filepath.Join(t.TempDir(), "earlier.json")
+	if err := os.WriteFile(file, []byte(earlier), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs = runIdem(t, "", "canon", "--json", "--reference-time", "2019-03-01", "--against", file, call)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	var got struct {
+		Against struct {
+			Overall string
+			Leaves  []struct{ Path, Grade, Rule, Reading string }
+		}
+	}
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatalf("--json: %v\n%s", err, out)
+	}
+	grades := map[string]string{}
+	for _, l := range got.Against.Leaves {
+		grades[l.Path] = l.Grade + " " + l.Rule
+	}
+	if got.Against.Overall != "different" || grades["date"] != "restated year" || grades["time"] != "different " || grades["city"] != "restated case" {
+		t.Errorf("--json against: %+v", got.Against)
+	}
+	// Without a reference date the year is not read.
+	if _, out, _ = runIdem(t, "", "canon", "--against", earlier, call); strings.Contains(out, "reference date") {
+		t.Errorf("a year read without a reference date:\n%s", out)
+	}
+	for _, bad := range []string{filepath.Join(t.TempDir(), "missing.json"), `{"tool":"book"}`} {
+		if code, _, errs = runIdem(t, "", "canon", "--against", bad, call); code != 2 || !strings.HasPrefix(errs, "idem canon: --against: ") {
+			t.Errorf("--against %s: exit %d, %q", bad, code, errs)
+		}
+	}
+}
+
+func regexpMatch(pattern, s string) bool { return regexp.MustCompile(pattern).MatchString(s) }
