@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
@@ -54,7 +55,13 @@ func (e *FlaggedError) Error() string {
 	}
 	switch {
 	case errors.Is(e.err, ErrConfirm):
-		msg += ". The call was not run. If it is really meant to run again, retry it as a new step."
+		msg += ". The call was not run. If it is really a different action, make the same call again with confirmed set to "
+		if m := e.Result.Match; m != nil && m.Key != "" {
+			msg += strconv.Quote(m.Key)
+		} else {
+			msg += "the earlier call's key"
+		}
+		msg += " (CheckRequest.Confirmed)."
 	case errors.Is(e.err, ErrUncertain):
 		msg += ". The call was not run. Check whether the effect happened before retrying; key " + e.Result.Key + "."
 	case errors.Is(e.err, ErrFailedBefore) && e.Result.Match != nil:

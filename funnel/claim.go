@@ -42,6 +42,7 @@ func (f *Funnel) claim(ctx context.Context, c *check) error {
 		req := f.claimRequest(c)
 		if c.pol.Semantic && c.looked {
 			done, again, err := f.lateLook(ctx, c, s, moved)
+			moved = nil // told to the view
 			if err != nil || done {
 				s.mu.Unlock()
 				return err
@@ -118,14 +119,14 @@ func (f *Funnel) lateLook(ctx context.Context, c *check, s *session, moved *ledg
 	if err != nil || done {
 		return done, false, err
 	}
-	gated, held := f.split(c, late)
-	if len(gated) == 0 && len(held) == 0 {
+	gated, shaped, held := f.split(c, late)
+	if len(gated) == 0 && len(shaped) == 0 && len(held) == 0 {
 		return false, false, nil
 	}
 	s.mu.Unlock()
 	bctx, cancel := context.WithDeadline(ctx, c.deadline)
 	defer cancel()
-	done, err = f.semantic(ctx, bctx, c, s, gated, held)
+	done, err = f.semantic(ctx, bctx, c, s, gated, shaped, held)
 	if err != nil || done {
 		s.mu.Lock() // the caller unlocks
 		return done, false, err
@@ -168,7 +169,9 @@ func (f *Funnel) granted(c *check, s *session, got *ledger.Claim) {
 	if !c.pol.Semantic {
 		return
 	}
-	e := s.add(entryOf(&got.Record, f.model, f.dim))
+	e := entryOf(&got.Record, f.model, f.dim)
+	e.shape, e.typed, e.read = c.call.ShapeDigest, c.call.TypedDigest, true
+	e = s.add(e)
 	switch {
 	case !c.call.HasText():
 		e.text = textNone

@@ -49,10 +49,11 @@ func (f *Funnel) anotherDay(c *check, e *entry) bool {
 	return e.identity != c.plainIdentity
 }
 
-// eligible: a candidate of the same tool, not of this call's own base key,
-// within the policy's window.
+// eligible: a candidate of the same tool, not of this call's own base key
+// nor the one the caller confirmed is another action, within the policy's
+// window.
 func (f *Funnel) eligible(c *check, e *entry) bool {
-	if e.tool != c.req.Tool || e.base == c.base || e.key == c.key {
+	if e.tool != c.req.Tool || e.base == c.base || e.key == c.key || e.key == c.req.Confirmed {
 		return false
 	}
 	if c.pol.Window > 0 && e.createdAt < f.now().Add(-c.pol.Window).UnixMilli() {

@@ -401,8 +401,13 @@ type check struct {
 	// looked: the semantic stages compared the call with the session up
 	// to seenSeq (false when the view could not be loaded in time).
 	looked bool
-	locked bool       // the session's lock is held (claim's late look): no waiting
-	today  canon.Date // the reference date relative dates were read against, or zero
+	locked bool // the session's lock is held (claim's late look): no waiting
+	// leaves are the call's identity leaves, once grading needed them;
+	// restated holds the grade of each earlier call whose identity values
+	// the call restates.
+	leaves   *canon.IdentityLeaves
+	restated map[*entry]*canon.Comparison
+	today    canon.Date // the reference date relative dates were read against, or zero
 	// plainIdentity is the call's identity digest with its relative
 	// dates left strings, once anotherDay needed it.
 	plainIdentity uint64
@@ -489,6 +494,11 @@ func validate(req *Request) error {
 	case "", First, Transient, Sampling:
 	default:
 		return fmt.Errorf("%w: attempt.kind: %q is not first, transient or sampling", ErrInvalidRequest, req.Attempt.Kind)
+	}
+	if req.Confirmed != "" {
+		if err := ledger.CheckKey("confirmed", req.Confirmed); err != nil {
+			return err
+		}
 	}
 	return nil
 }

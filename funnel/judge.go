@@ -2,21 +2,38 @@ package funnel
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/idem-dev/idem/judge"
 	"github.com/idem-dev/idem/ledger"
 )
 
-// judgeStage asks the judge about an ambiguous candidate.
+// judgeStage asks the judge about an ambiguous candidate, or about a
+// probable one (its identity values restated: see probable), whatever its
+// similarity. A probable candidate at or above the duplicate threshold
+// that the judge cannot answer for is asked about (confirm), whatever the
+// policy's fallback.
 func (f *Funnel) judgeStage(ctx, bctx context.Context, c *check, cd *candidate, got ledger.Claim) (bool, error) {
+	ask := cd.probable && cd.score >= c.pol.DuplicateThreshold
+	fallback := func(budget string) (bool, error) {
+		if ask {
+			if budget != "" {
+				c.res.BudgetExceeded = true
+				c.note("%s", budget)
+			}
+			c.res.Stage = StageSemantic
+			return f.onDuplicate(ctx, c, got, cd.score, fmt.Sprintf("a call of the same tool whose identity values this call restates, with text similarity %.3f, was made in this session (the judge could not answer)", cd.score), true)
+		}
+		return f.fallbackFor(ctx, c, got, cd.score, budget)
+	}
 	if f.judge == nil || !c.pol.Judge {
 		c.note("similarity %.3f is in the ambiguous band and no judge is configured", cd.score)
-		return f.fallbackFor(ctx, c, got, cd.score, "")
+		return fallback("")
 	}
 	remain := time.Until(c.deadline) - f.cfg.JudgeReserve
 	if remain <= 0 {
-		return f.fallbackFor(ctx, c, got, cd.score, "the budget ran out before the judge could be asked")
+		return fallback("the budget ran out before the judge could be asked")
 	}
 	jctx, cancel := context.WithTimeout(bctx, remain)
 	defer cancel()
@@ -28,22 +45,28 @@ func (f *Funnel) judgeStage(ctx, bctx context.Context, c *check, cd *candidate, 
 	c.lap("judge")
 	if err != nil {
 		if jctx.Err() != nil && ctx.Err() == nil {
-			return f.fallbackFor(ctx, c, got, cd.score, "the judge did not answer within the budget")
+			return fallback("the judge did not answer within the budget")
 		}
 		c.note("judge error: %v", err)
-		return f.fallbackFor(ctx, c, got, cd.score, "")
+		return fallback("")
 	}
 	c.res.Judge = &Verdict{Duplicate: v.Duplicate, Confidence: v.Confidence, Reason: v.Reason}
 	if v.Duplicate {
 		c.res.Stage = StageJudge
-		return f.onDuplicate(ctx, c, got, cd.score, "the judge found it repeats an earlier call: "+v.Reason)
+		return f.onDuplicate(ctx, c, got, cd.score, "the judge found it repeats an earlier call: "+v.Reason, cd.probable)
 	}
 	return false, nil
 }
 
-// onDuplicate applies the policy's action to a semantic or judged duplicate.
-func (f *Funnel) onDuplicate(ctx context.Context, c *check, got ledger.Claim, sim float64, reason string) (bool, error) {
-	switch c.pol.OnDuplicate {
+// onDuplicate applies the policy's action to a semantic or judged
+// duplicate. A probable one (identity values restated, not certain) may
+// only be asked about: confirm, whatever the policy.
+func (f *Funnel) onDuplicate(ctx context.Context, c *check, got ledger.Claim, sim float64, reason string, probable bool) (bool, error) {
+	action := c.pol.OnDuplicate
+	if probable {
+		action = ActionConfirm
+	}
+	switch action {
 	case ActionReplay:
 		return true, f.replay(ctx, c, got, sim, reason)
 	case ActionConfirm:

@@ -34,6 +34,16 @@ const (
 	FallbackConfirm Fallback = "confirm"
 )
 
+// IdentityMode is how the identity gate takes restated identity values.
+type IdentityMode string
+
+// The identity modes.
+const (
+	IdentityGraded  IdentityMode = "graded"
+	IdentityStrict  IdentityMode = "strict"
+	IdentityLenient IdentityMode = "lenient"
+)
+
 // Policy is how one action type is decided. Policies are matched in order;
 // the first whose tool globs or annotations match a call applies.
 type Policy struct {
@@ -57,6 +67,13 @@ type Policy struct {
 	// IdentityGate requires a candidate's identity fields to equal the
 	// call's. Turning it off lets embeddings alone decide.
 	IdentityGate bool `yaml:"identity_gate" json:"identity_gate"`
+	// Identity says how the gate reads identity values another call
+	// restated ("March 4th" for 2019-03-04, "$122" for 122, "San Fran"
+	// for "San Francisco": canon.Compare's readings): graded (the
+	// default, ""): such a candidate may only be asked about (confirm),
+	// never replayed; strict: they count as different; lenient: they
+	// count as equal.
+	Identity IdentityMode `yaml:"identity,omitempty" json:"identity,omitempty"`
 	// Semantic turns the exact and semantic stages on; off, only the key
 	// decides.
 	Semantic bool `yaml:"semantic" json:"semantic"`
@@ -153,6 +170,11 @@ func (p Policy) Validate() error {
 	case FallbackExecute, FallbackConfirm:
 	default:
 		errs = append(errs, fmt.Errorf("fallback: %q is not execute or confirm", p.Fallback))
+	}
+	switch p.Identity {
+	case "", IdentityGraded, IdentityStrict, IdentityLenient:
+	default:
+		errs = append(errs, fmt.Errorf("identity: %q is not graded, strict or lenient", p.Identity))
 	}
 	switch p.Uncompared {
 	case "", FallbackExecute, FallbackConfirm:

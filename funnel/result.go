@@ -87,6 +87,11 @@ type Request struct {
 	// Zero: the day the check runs in the tool's typed timezone, when one
 	// is configured, else relative dates stay strings.
 	Today canon.Date
+	// Confirmed is the key of an earlier call the caller (the agent, or a
+	// person) has confirmed is another action than this one, after a
+	// confirm naming it: the call is not compared with it, and executes
+	// unless something else matches.
+	Confirmed string
 	// Takeover claims a key whose earlier execution is uncertain, with a
 	// new token (the caller has checked that the effect did not happen, or
 	// passes the key downstream to an idempotent API).

@@ -16,6 +16,9 @@ import (
 type candidate struct {
 	e     *entry
 	score float64
+	// probable: its identity values are restated (c.restated), and the
+	// policy's identity mode is graded: it may only be asked about.
+	probable bool
 	// got is the candidate's record, when it was read (live: it counts).
 	got     ledger.Claim
 	fetched bool
@@ -42,7 +45,7 @@ func (f *Funnel) sessionStages(ctx context.Context, c *check) (bool, error) {
 	err := f.refresh(ctx, s, c.req.Tenant, c.req.Session)
 	seen := s.Newest()
 	exact := slices.Clone(s.Exact(c.call.Hash))
-	gated, held := f.pool(c, s)
+	gated, shaped, held := f.pool(c, s)
 	s.mu.Unlock()
 	if err != nil {
 		return false, err
@@ -57,19 +60,39 @@ func (f *Funnel) sessionStages(ctx context.Context, c *check) (bool, error) {
 	if err != nil || done {
 		return done, err
 	}
-	return f.semantic(ctx, bctx, c, s, gated, held)
+	return f.semantic(ctx, bctx, c, s, gated, shaped, held)
 }
+
+// maxGraded bounds how many earlier calls of the call's shape a check
+// grades for restated identity values (the newest first).
+const maxGraded = 256
 
 // pool returns, from the whole view, the calls the semantic stage compares
 // the call with: gated, the calls of the tool with equal identity fields
-// (every call of the tool when the policy has no identity gate); held, for
-// the judge, the newest TopK calls of the tool whose identity fields
-// differ (see unparsedOnly). The caller holds s.mu; the slices are copies.
-func (f *Funnel) pool(c *check, s *session) (gated, held []*entry) {
+// (every call of the tool when the policy has no identity gate); shaped,
+// the newest maxGraded calls of the tool with other identity values on
+// the same paths, to be graded (see grade); held, for the judge, the
+// newest TopK calls of the tool whose identity fields differ (see
+// unparsedOnly). The caller holds s.mu; the slices are copies.
+func (f *Funnel) pool(c *check, s *session) (gated, shaped, held []*entry) {
 	if !c.pol.IdentityGate {
-		return slices.Clone(s.OfTool(c.req.Tool)), nil
+		return slices.Clone(s.OfTool(c.req.Tool)), nil, nil
 	}
 	gated = slices.Clone(s.Gated(c.req.Tool, c.call.IdentityDigest))
+	if c.pol.Identity != IdentityStrict {
+		es := s.Shaped(c.req.Tool, c.call.ShapeDigest)
+		n := 0
+		for i := len(es) - 1; i >= 0; i-- {
+			if es[i].identity == c.call.IdentityDigest {
+				continue
+			}
+			if n++; n > maxGraded {
+				c.note("graded for restated identity values against the newest %d earlier calls of this tool only", maxGraded)
+				break
+			}
+			shaped = append(shaped, es[i])
+		}
+	}
 	if f.judgeMaySee(c) {
 		es := s.OfTool(c.req.Tool)
 		for i := len(es) - 1; i >= 0 && len(held) < f.cfg.TopK; i-- {
@@ -78,23 +101,28 @@ func (f *Funnel) pool(c *check, s *session) (gated, held []*entry) {
 			}
 		}
 	}
-	return gated, held
+	return gated, shaped, held
 }
 
 // split sorts calls that arrived late (after the check looked) as pool
-// does.
-func (f *Funnel) split(c *check, late []*entry) (gated, held []*entry) {
+// does. The caller holds s.mu.
+func (f *Funnel) split(c *check, late []*entry) (gated, shaped, held []*entry) {
 	judge := f.judgeMaySee(c)
 	for _, e := range late {
 		switch {
 		case e.tool != c.req.Tool:
 		case !c.pol.IdentityGate || e.identity == c.call.IdentityDigest:
 			gated = append(gated, e)
-		case judge && len(held) < f.cfg.TopK:
-			held = append(held, e)
+		default:
+			if c.pol.Identity != IdentityStrict && e.read && e.shape == c.call.ShapeDigest {
+				shaped = append(shaped, e)
+			}
+			if judge && len(held) < f.cfg.TopK {
+				held = append(held, e)
+			}
 		}
 	}
-	return gated, held
+	return gated, shaped, held
 }
 
 // judgeMaySee: earlier calls whose identity fields differ from the call's
@@ -103,12 +131,23 @@ func (f *Funnel) judgeMaySee(c *check) bool {
 	return f.judge != nil && c.pol.Judge && len(c.call.UnparsedPaths()) > 0
 }
 
-// semantic compares the call with gated and held calls and decides, or
-// reports that the call goes on to the claim. Without a candidate nothing
-// is embedded.
-func (f *Funnel) semantic(ctx, bctx context.Context, c *check, s *session, gated, held []*entry) (bool, error) {
-	gated = slices.DeleteFunc(gated, func(e *entry) bool { return !f.eligible(c, e) })
-	held = slices.DeleteFunc(held, func(e *entry) bool { return !f.eligible(c, e) })
+// semantic compares the call with gated, shaped and held calls and
+// decides, or reports that the call goes on to the claim. Shaped calls
+// whose identity values the call restates join the gated ones (as
+// probable candidates). Without a candidate nothing is embedded.
+func (f *Funnel) semantic(ctx, bctx context.Context, c *check, s *session, gated, shaped, held []*entry) (bool, error) {
+	notEligible := func(e *entry) bool { return !f.eligible(c, e) }
+	gated = slices.DeleteFunc(gated, notEligible)
+	shaped = slices.DeleteFunc(shaped, notEligible)
+	held = slices.DeleteFunc(held, notEligible)
+	restated, err := f.grade(ctx, c, s, shaped)
+	if err != nil {
+		return false, err
+	}
+	if len(restated) > 0 {
+		gated = append(gated, restated...)
+		held = slices.DeleteFunc(held, func(e *entry) bool { return c.restated[e] != nil })
+	}
 	if len(gated) == 0 && len(held) == 0 {
 		return false, nil
 	}
@@ -272,7 +311,7 @@ func (f *Funnel) textStage(ctx, bctx context.Context, c *check, s *session, gate
 			sim = math.Min(sim, math.Nextafter(c.pol.DuplicateThreshold, 0))
 			nheld++
 		}
-		cands = append(cands, candidate{e: p.e, score: sim, got: p.got, fetched: p.fetched})
+		cands = append(cands, candidate{e: p.e, score: sim, got: p.got, fetched: p.fetched, probable: f.probable(c, p.e)})
 	}
 	f.noteHeld(c, nheld)
 	slices.SortStableFunc(cands, func(a, b candidate) int {
@@ -342,16 +381,22 @@ func (f *Funnel) identityCandidates(ctx context.Context, c *check, s *session, g
 	var cands []candidate
 	for i := len(gated) - 1; i >= 0; i-- {
 		e := gated[i]
-		if e.identity != c.call.IdentityDigest {
+		if e.identity != c.call.IdentityDigest && c.restated[e] == nil {
 			continue // a policy without the gate: calls without text still need equal identity
 		}
 		s.mu.Lock()
 		text := e.text
 		s.mu.Unlock()
+		if c.restated[e] != nil {
+			// Graded leaf by leaf: a value prose in one call and a short
+			// name in the other ("Tandoori Mahal Indian Restaurant",
+			// "Tandoori Mahal") was compared as identity.
+			text = textNone
+		}
 		if text == textSome {
 			continue
 		}
-		cd := candidate{e: e, score: 1}
+		cd := candidate{e: e, score: 1, probable: f.probable(c, e)}
 		if text == textUnknown {
 			got, ok, err := f.live(ctx, c, e.key)
 			if err != nil {
@@ -441,17 +486,34 @@ func (f *Funnel) decideCandidates(ctx, bctx context.Context, c *check, cands []c
 				c.note("the earlier call's text differs in %s: held below the duplicate threshold", kind)
 			}
 		}
+		if cd.score >= c.pol.DuplicateThreshold && cd.probable && f.judge != nil && c.pol.Judge {
+			// A probable candidate goes to the judge first.
+			f.noteReadings(c, cd.e)
+			c.res.Match = matchOf(&got.Record, cd.score)
+			if done, err := f.judgeStage(ctx, bctx, c, cd, got); err != nil || done {
+				return done, err
+			}
+			continue
+		}
 		if cd.score >= c.pol.DuplicateThreshold {
 			c.res.Stage = StageSemantic
 			f.noteRestated(c, earlier)
-			reason := fmt.Sprintf("a call of the same tool with equal identity fields and text similarity %.3f (≥ %.2f) was made in this session", cd.score, c.pol.DuplicateThreshold)
-			if !c.call.HasText() {
-				reason = "a call of the same tool with equal identity fields (and no text to compare) was made in this session"
+			f.noteReadings(c, cd.e)
+			what := "equal identity fields"
+			if cd.probable {
+				what = "identity values this call restates"
+			} else if c.restated[cd.e] != nil {
+				what = "identity values this call restates (read as equal: identity lenient)"
 			}
-			return f.onDuplicate(ctx, c, got, cd.score, reason)
+			reason := fmt.Sprintf("a call of the same tool with %s and text similarity %.3f (≥ %.2f) was made in this session", what, cd.score, c.pol.DuplicateThreshold)
+			if !c.call.HasText() {
+				reason = fmt.Sprintf("a call of the same tool with %s (and no text to compare) was made in this session", what)
+			}
+			return f.onDuplicate(ctx, c, got, cd.score, reason, cd.probable)
 		}
 		if ambiguous == nil {
 			ambiguous = cd
+			f.noteReadings(c, cd.e)
 			c.res.Match = matchOf(&got.Record, cd.score)
 			if done, err := f.judgeStage(ctx, bctx, c, cd, got); err != nil || done {
 				return done, err
@@ -459,6 +521,75 @@ func (f *Funnel) decideCandidates(ctx, bctx context.Context, c *check, cands []c
 		}
 	}
 	return false, nil
+}
+
+// grade grades the identity values of shaped calls against the call's and
+// returns those the call restates (canon.Compare: Restated, none
+// Different), keeping each one's comparison in c.restated. A call's
+// identity leaves are read from its record once and kept in its entry.
+func (f *Funnel) grade(ctx context.Context, c *check, s *session, shaped []*entry) ([]*entry, error) {
+	if len(shaped) == 0 {
+		return nil, nil
+	}
+	if c.leaves == nil {
+		c.leaves = c.call.IdentityLeaves()
+	}
+	var out []*entry
+	for _, e := range shaped {
+		s.mu.Lock()
+		leaves := e.leaves
+		s.mu.Unlock()
+		if leaves == nil {
+			got, ok, err := f.live(ctx, c, e.key)
+			if err != nil {
+				return nil, err
+			}
+			if !ok {
+				continue
+			}
+			earlier := f.earlierCall(c, &got.Record)
+			if earlier == nil {
+				continue
+			}
+			leaves = earlier.IdentityLeaves()
+			s.mu.Lock()
+			e.leaves = leaves
+			s.mu.Unlock()
+		}
+		cmp := c.leaves.Compare(leaves, c.today)
+		if cmp.Overall != canon.Restated {
+			continue
+		}
+		if c.restated == nil {
+			c.restated = map[*entry]*canon.Comparison{}
+		}
+		c.restated[e] = &cmp
+		out = append(out, e)
+	}
+	c.lap("grade")
+	return out, nil
+}
+
+// probable reports whether e may only be asked about: the call restates
+// its identity values, and the policy grades them.
+func (f *Funnel) probable(c *check, e *entry) bool {
+	return c.restated[e] != nil && c.pol.Identity != IdentityLenient
+}
+
+// noteReadings names, for a candidate whose identity values the call
+// restates, each restated value and the reading that took it for the
+// earlier one. The notes hold argument values: they go to the caller,
+// never to the log.
+func (f *Funnel) noteReadings(c *check, e *entry) {
+	cmp := c.restated[e]
+	if cmp == nil {
+		return
+	}
+	for _, l := range cmp.Leaves {
+		if l.Grade == canon.Restated {
+			c.note("identity restated (probable, %s): %s: %s", l.Rule, l.Path, l.Reading)
+		}
+	}
 }
 
 // noteRestated says which identity values of the call restate the earlier

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"sync"
 
+	"github.com/idem-dev/idem/canon"
 	"github.com/idem-dev/idem/ledger"
 )
 
@@ -29,14 +30,20 @@ const (
 type entry struct {
 	key, base, tool string
 	hash, identity  uint64
-	seq             uint64
-	createdAt       int64
+	// shape and typed are the call's canon.Call ShapeDigest and
+	// TypedDigest, when read is set (the call was canonicalized here).
+	shape, typed uint64
+	read         bool
+	seq          uint64
+	createdAt    int64
 
 	text textState
 	// vecs is the call's text embedding by the funnel's model, window by
 	// window, once known; fl the embedding being computed, or nil.
 	vecs [][]float32
 	fl   *flight
+	// leaves are the call's identity leaves, once a check graded it.
+	leaves *canon.IdentityLeaves
 }
 
 // identKey finds the calls of a tool with equal identity fields.
@@ -70,6 +77,7 @@ type session struct {
 	byKey      map[string]*entry
 	byHash     map[uint64][]*entry
 	byIdentity map[identKey][]*entry
+	byShape    map[identKey][]*entry // by tool and ShapeDigest (entries read only)
 	byTool     map[string][]*entry
 	order      []*entry // arrival order
 }
@@ -77,7 +85,7 @@ type session struct {
 func newSession() *session {
 	return &session{
 		byKey: map[string]*entry{}, byHash: map[uint64][]*entry{},
-		byIdentity: map[identKey][]*entry{}, byTool: map[string][]*entry{},
+		byIdentity: map[identKey][]*entry{}, byShape: map[identKey][]*entry{}, byTool: map[string][]*entry{},
 	}
 }
 
@@ -88,6 +96,7 @@ func (s *session) reset() {
 	clear(s.byKey)
 	clear(s.byHash)
 	clear(s.byIdentity)
+	clear(s.byShape)
 	clear(s.byTool)
 	s.order = nil
 }
@@ -100,6 +109,13 @@ func (s *session) Exact(h uint64) []*entry { return s.byHash[h] }
 // the candidates that pass the identity gate, in arrival order.
 func (s *session) Gated(tool string, identity uint64) []*entry {
 	return s.byIdentity[identKey{tool, identity}]
+}
+
+// Shaped returns the calls of tool whose identity fields have the paths of
+// shape (canon.Call.ShapeDigest): the calls whose identity values may
+// restate the call's, in arrival order.
+func (s *session) Shaped(tool string, shape uint64) []*entry {
+	return s.byShape[identKey{tool, shape}]
 }
 
 // OfTool returns the calls of tool, in arrival order.
@@ -138,6 +154,10 @@ func (s *session) add(e *entry) *entry {
 		s.byHash[old.hash] = without(s.byHash[old.hash], old)
 		ik := identKey{old.tool, old.identity}
 		s.byIdentity[ik] = without(s.byIdentity[ik], old)
+		if old.read {
+			sk := identKey{old.tool, old.shape}
+			s.byShape[sk] = without(s.byShape[sk], old)
+		}
 		s.byTool[old.tool] = without(s.byTool[old.tool], old)
 		s.order = without(s.order, old)
 	}
@@ -145,6 +165,10 @@ func (s *session) add(e *entry) *entry {
 	s.byHash[e.hash] = append(s.byHash[e.hash], e)
 	ik := identKey{e.tool, e.identity}
 	s.byIdentity[ik] = append(s.byIdentity[ik], e)
+	if e.read {
+		sk := identKey{e.tool, e.shape}
+		s.byShape[sk] = append(s.byShape[sk], e)
+	}
 	s.byTool[e.tool] = append(s.byTool[e.tool], e)
 	// Arrival order: a claim of this process may be added before a
 	// listing brings an earlier Seq.
@@ -180,6 +204,23 @@ func entryOf(r *ledger.Record, model string, dim int) *entry {
 		}
 	}
 	return e
+}
+
+// read canonicalizes a listed record's call to learn what the record does
+// not keep: whether it has text, its shape and typed digests. A call that
+// no longer canonicalizes (the tools' config changed) is left unread.
+func (f *Funnel) read(e *entry, r *ledger.Record) {
+	call, err := f.canon.Canonicalize(r.Tool, r.Canonical)
+	if err != nil {
+		return
+	}
+	e.shape, e.typed, e.read = call.ShapeDigest, call.TypedDigest, true
+	if e.text == textUnknown {
+		e.text = textNone
+		if call.HasText() {
+			e.text = textSome
+		}
+	}
 }
 
 // windowsOf splits a record's embedding into its windows of dim values;
@@ -346,7 +387,13 @@ func (f *Funnel) refresh(ctx context.Context, s *session, tenant, sess string) e
 func (f *Funnel) apply(s *session, recs []ledger.Record) {
 	for i := range recs {
 		r := &recs[i]
-		s.add(entryOf(r, f.model, f.dim))
+		if old, ok := s.byKey[r.Key]; !ok || old.seq != r.Seq {
+			e := entryOf(r, f.model, f.dim)
+			f.read(e, r)
+			s.add(e)
+		} else if old.vecs == nil {
+			s.add(entryOf(r, f.model, f.dim)) // the record may hold the embedding now
+		}
 		// Only the listing moves lastSeq: a claim of this process may
 		// commit after another replica's, and the listing must still
 		// bring that one.

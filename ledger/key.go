@@ -203,6 +203,13 @@ func checkKey(key string) error {
 	return checkID("key", key, MaxKeyBytes)
 }
 
+// CheckKey reports what is wrong with key, a ledger key given back by a
+// caller, naming field: empty, longer than MaxKeyBytes, invalid UTF-8 or
+// a control character.
+func CheckKey(field, key string) error {
+	return checkID(field, key, MaxKeyBytes)
+}
+
 func checkID(field, v string, limit int) error {
 	switch {
 	case v == "":

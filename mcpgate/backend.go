@@ -105,15 +105,11 @@ func (b *Local) Close(ctx context.Context) error {
 
 // Check runs the funnel.
 func (b *Local) Check(ctx context.Context, req client.CheckRequest) (*client.Result, error) {
-	if req.Confirmed != "" {
-		// The funnel has no confirmed field yet; when it has, pass
-		// req.Confirmed on here.
-		return nil, ErrConfirmedUnsupported
-	}
 	fr := funnel.Request{
 		Tenant: b.tenant, Session: req.SessionID, Workflow: req.WorkflowID, Step: req.StepID,
 		Key: req.IdempotencyKey, Tool: req.Tool, Arguments: req.Arguments,
 		Wait: time.Duration(req.WaitMS) * time.Millisecond, Takeover: req.Takeover,
+		Confirmed: req.Confirmed,
 	}
 	if req.ReferenceTime != "" {
 		d, err := canon.ParseReference(req.ReferenceTime)

@@ -36,6 +36,10 @@ type CheckRequest struct {
 	// ("2019-03-01" or "2019-03-01T21:00:00-08:00"): relative dates in the
 	// arguments ("tomorrow", "next Monday") are read against its date.
 	ReferenceTime string `json:"reference_time,omitempty"`
+	// Confirmed is the key of an earlier call (a confirm's match.key) the
+	// caller has decided is another action: the call is not compared with
+	// it.
+	Confirmed string `json:"confirmed,omitempty"`
 }
 
 // Attempt is a check's place among its retries.
@@ -147,7 +151,7 @@ func (s *Server) check(w http.ResponseWriter, r *http.Request) error {
 		Tenant: tenantOf(r.Context()), Session: req.SessionID, Workflow: req.WorkflowID,
 		Step: req.StepID, Key: req.IdempotencyKey, Tool: req.Tool, Arguments: req.Arguments,
 		Wait:     time.Duration(min(req.WaitMS, s.cfg.MaxWait.Milliseconds())) * time.Millisecond,
-		Takeover: req.Takeover,
+		Takeover: req.Takeover, Confirmed: req.Confirmed,
 	}
 	if a := req.Attempt; a != nil {
 		freq.Attempt = funnel.Attempt{Kind: funnel.AttemptKind(a.Kind), Number: a.Number, Error: a.Error}

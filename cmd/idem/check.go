@@ -182,6 +182,7 @@ func checkLocal(ctx context.Context, dir, file, tenant string, req *client.Check
 		Tenant: tenant, Session: req.SessionID, Workflow: req.WorkflowID, Step: req.StepID,
 		Key: req.IdempotencyKey, Tool: req.Tool, Arguments: req.Arguments,
 		Wait: time.Duration(req.WaitMS) * time.Millisecond, Takeover: req.Takeover,
+		Confirmed: req.Confirmed,
 	}
 	if at := req.Attempt; at != nil {
 		fr.Attempt = funnel.Attempt{Kind: funnel.AttemptKind(at.Kind), Number: at.Number, Error: at.Error}

@@ -132,7 +132,8 @@ class ConfirmError(FlaggedError):
     """A very similar call already ran: ask before running this one."""
 
     lead = "idem: a very similar call already ran"
-    advice = "The call was not run. If it is really meant to run again, retry it as a new step."
+    advice = ("The call was not run. If it is really a different action, make the same call again "
+              "with confirmed={match!r}.")
 
 
 class UncertainError(FlaggedError):
