@@ -5,15 +5,16 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/idem-dev/idem/internal/publicdata"
 )
 
-// sgdRecord is one executed call of the SGD derived records (see
-// ../shared/data/upstream/SOURCES.md §4).
+// sgdRecord is one executed call of the SGD derived records (public data,
+// upstream/sgd/derived: see docs/traffic.md).
 type sgdRecord struct {
 	Service    string              `json:"service"`
 	Method     string              `json:"method"`
@@ -28,10 +29,9 @@ func loadSGD(t testing.TB) []sgdRecord {
 	t.Helper()
 	var recs []sgdRecord
 	for _, split := range []string{"train", "dev"} {
-		path := filepath.Join(upstream, "sgd", "derived", "sgd_transactional_calls_"+split+".jsonl")
-		f, err := os.Open(path)
+		f, err := os.Open(publicdata.Path(t, "upstream", "sgd", "derived", "sgd_transactional_calls_"+split+".jsonl"))
 		if err != nil {
-			t.Fatalf("reading SGD derived records (CI lays ../shared beside the checkout): %v", err)
+			t.Fatal(err)
 		}
 		sc := bufio.NewScanner(f)
 		sc.Buffer(make([]byte, 1<<20), 1<<20)

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"encoding/json"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -50,10 +49,8 @@ func TestCanonCommandPrintsCanonicalFormAndClasses(t *testing.T) {
 }
 
 func TestCanonCommandUsesToolSchemas(t *testing.T) {
-	tools := filepath.Join("..", "..", "..", "shared", "data", "upstream", "tau-bench", "airline", "tools.json")
-	if _, err := os.Stat(tools); err != nil {
-		t.Fatalf("shared data missing (CI lays ../shared beside the checkout): %v", err)
-	}
+	// tau-bench's airline tools (MIT), as committed with the traffic set.
+	tools := filepath.Join("..", "..", "testdata", "traffic", "tau-airline", "tools.json")
 	code, out, errs := runIdem(t, "", "canon", "--tools", tools, `{"tool":"book_reservation","arguments":{"cabin":"economy","user_id":"mia_li_3668"}}`)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
