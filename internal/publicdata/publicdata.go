@@ -10,9 +10,8 @@
 // checkout. What a test needs to pass without it is committed under
 // testdata/.
 //
-// With IDEM_REQUIRE_PUBLIC_DATA=1 (scripts/test sets it when the data is
-// beside the checkout) a missing folder fails the test instead: a run that
-// has the data must not skip any of it silently.
+// Every skip message starts with "public data": scripts/test fails a run
+// that has the data beside the checkout yet skipped a test for want of it.
 package publicdata
 
 import (
@@ -23,13 +22,9 @@ import (
 	"testing"
 )
 
-const (
-	// EnvDir names another folder holding the data (its layout: upstream/,
-	// use-lite/).
-	EnvDir = "IDEM_PUBLIC_DATA"
-	// EnvRequire, set to 1, turns a skip for missing data into a failure.
-	EnvRequire = "IDEM_REQUIRE_PUBLIC_DATA"
-)
+// EnvDir names another folder holding the data (its layout: upstream/,
+// use-lite/).
+const EnvDir = "IDEM_PUBLIC_DATA"
 
 // Dir returns the data folder: $IDEM_PUBLIC_DATA, else ../shared/data from
 // the root of the module that contains the working directory. The folder
@@ -47,7 +42,7 @@ func Dir() (string, error) {
 
 // Path returns the data file or folder at elem under Dir (elem in slash
 // form is fine: "upstream/sgd"). When it does not exist the test is
-// skipped with a message naming it, or fails under IDEM_REQUIRE_PUBLIC_DATA=1.
+// skipped with a message naming the missing folder.
 func Path(t testing.TB, elem ...string) string {
 	t.Helper()
 	dir, err := Dir()
@@ -56,17 +51,14 @@ func Path(t testing.TB, elem ...string) string {
 	}
 	p := filepath.Join(append([]string{dir}, elem...)...)
 	if _, err := os.Stat(p); err != nil {
-		what := "public data " + p + " is missing"
+		what := "no " + p
 		if m := firstMissing(p); m != p {
-			what = fmt.Sprintf("public data folder %s is missing (this test reads %s)", m, p)
+			what = fmt.Sprintf("no folder %s (wanted %s)", m, p)
 		}
 		if !errors.Is(err, os.ErrNotExist) {
-			what = fmt.Sprintf("public data %s is unreadable (%v)", p, err)
+			what = fmt.Sprintf("%s unreadable (%v)", p, err)
 		}
-		if os.Getenv(EnvRequire) == "1" {
-			t.Fatalf("%s, and %s=1 requires it", what, EnvRequire)
-		}
-		t.Skipf("%s: skipped (CI lays shared/data beside the checkout; elsewhere fetch the sets docs/traffic.md lists, or point %s at them)", what, EnvDir)
+		t.Skipf("public data: %s; CI lays shared/data beside the checkout, elsewhere fetch the sets docs/traffic.md lists or set %s", what, EnvDir)
 	}
 	return p
 }
