@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -104,7 +105,7 @@ func TestCanonCommandRejectsBadInputWithOneLine(t *testing.T) {
 }
 
 func TestVersionAndUnknownCommand(t *testing.T) {
-	if code, out, _ := runIdem(t, "", "version"); code != 0 || !strings.HasPrefix(out, "idem ") {
+	if code, out, _ := runIdem(t, "", "version"); code != 0 || !strings.HasPrefix(out, "idem ") || !strings.Contains(out, runtime.Version()) {
 		t.Errorf("version: exit %d, %q", code, out)
 	}
 	if code, _, errs := runIdem(t, "", "nope"); code != 2 || !strings.Contains(errs, `unknown command "nope"`) {
