@@ -66,7 +66,7 @@ type Record struct {
 	WorkflowID     string          `json:"workflow_id,omitempty"`
 	StepID         string          `json:"step_id,omitempty"`
 	Tool           string          `json:"tool"`
-	Status         string          `json:"status"`  // PENDING, SUCCESS or FAILED
+	Status         string          `json:"status"`     // PENDING, SUCCESS or FAILED
 	NextCheck      string          `json:"next_check"` // what a check of this key would answer now: see nextCheck
 	Result         json.RawMessage `json:"result,omitempty"`
 	Error          json.RawMessage `json:"error,omitempty"`
