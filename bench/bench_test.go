@@ -25,6 +25,17 @@ func encoder(t testing.TB) *embed.USE {
 	return u
 }
 
+// testConfig is DefaultConfig with a budget no test machine runs out of:
+// the funnel times its budget on the real clock, and a shared machine
+// running the race detector can take longer than 50 ms to embed a text,
+// turning a semantic decision into the fallback. These tests check
+// decisions, not the budget.
+func testConfig() Config {
+	cfg := DefaultConfig()
+	cfg.Budget = time.Minute
+	return cfg
+}
+
 // runSet replays, analyses and scores the set in dir with cfg.
 func runSet(t testing.TB, dir string, cfg Config) *Report {
 	t.Helper()
@@ -46,7 +57,7 @@ func runSet(t testing.TB, dir string, cfg Config) *Report {
 // TestHandChecked scores the hand-made set whose every decision is known
 // (testdata/handchecked/README.md) and checks the confusion matrix.
 func TestHandChecked(t *testing.T) {
-	r := runSet(t, "testdata/handchecked", DefaultConfig())
+	r := runSet(t, "testdata/handchecked", testConfig())
 	// Per line: the decision and stage the funnel must take, and the
 	// resulting outcome.
 	want := []struct{ decision, stage, outcome string }{
@@ -122,7 +133,7 @@ func TestServerReplay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := DefaultConfig()
+	cfg := testConfig()
 	l, err := NewLocal(cfg, encoder(t), set)
 	if err != nil {
 		t.Fatal(err)
@@ -151,7 +162,7 @@ func TestServerReplay(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := Score(a)
-	local := runSet(t, "testdata/handchecked", DefaultConfig())
+	local := runSet(t, "testdata/handchecked", testConfig())
 	for i, er := range r.Results {
 		if lr := local.Results[i]; er.Decision.Decision != lr.Decision.Decision || er.Stage != lr.Stage {
 			t.Errorf("line %d over HTTP: %s/%s, in-process %s/%s", er.Line, er.Decision.Decision, er.Stage, lr.Decision.Decision, lr.Stage)
@@ -180,7 +191,7 @@ func (c clockedChecker) SetNow(ms int64) { c.l.SetNow(ms) }
 // TestCalibrateHoldout calibrates on one small set and replays another
 // with the chosen policies, end to end.
 func TestCalibrateHoldout(t *testing.T) {
-	r := runSet(t, "testdata/stsb-dev-small", DefaultConfig())
+	r := runSet(t, "testdata/stsb-dev-small", testConfig())
 	cal, err := Calibrate(r.Analysis, DefaultCalibrateConfig())
 	if err != nil {
 		t.Fatal(err)
@@ -200,7 +211,7 @@ func TestCalibrateHoldout(t *testing.T) {
 	}
 	// The sweep's estimate at the chosen thresholds is what a replay
 	// with them gives on the same set (no judge, fallback execute).
-	cfg := DefaultConfig()
+	cfg := testConfig()
 	cfg.Policies = cal.Policies
 	again := runSet(t, "testdata/stsb-dev-small", cfg)
 	if got := again.ByPolicy["default"]; got.TP != tc.Expected.TP || got.FP != tc.Expected.FP || got.FN != tc.Expected.FN {

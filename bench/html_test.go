@@ -10,15 +10,32 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
+
+var (
+	stsbOnce   sync.Once
+	stsbReport *Report
+)
+
+// stsbDevSmall is the report of testdata/stsb-dev-small, replayed once for
+// all the report tests (they only read it).
+func stsbDevSmall(t *testing.T) *Report {
+	t.Helper()
+	stsbOnce.Do(func() { stsbReport = runSet(t, "testdata/stsb-dev-small", DefaultConfig()) })
+	if stsbReport == nil {
+		t.Fatal("the replay of testdata/stsb-dev-small failed (see the first test that ran it)")
+	}
+	return stsbReport
+}
 
 // TestReportHTMLStatic checks the report's structure without a browser:
 // self-contained (no external resource), one chart per kind, thresholds
 // and the budget line drawn.
 func TestReportHTMLStatic(t *testing.T) {
-	r := runSet(t, "testdata/stsb-dev-small", DefaultConfig())
+	r := stsbDevSmall(t)
 	var b bytes.Buffer
 	if err := r.WriteHTML(&b); err != nil {
 		t.Fatal(err)
@@ -47,7 +64,7 @@ var thresholdLabel = regexp.MustCompile(`<text class="threshold-label" x="([-\d.
 // latency is drawn first, as a wide band under the stage curves (embed
 // dominates it on free text and would hide a thin total line).
 func TestReportHTMLLayout(t *testing.T) {
-	r := runSet(t, "testdata/stsb-dev-small", DefaultConfig())
+	r := stsbDevSmall(t)
 	var b bytes.Buffer
 	if err := r.WriteHTML(&b); err != nil {
 		t.Fatal(err)
@@ -123,7 +140,7 @@ func TestReportHTMLEmptyCharts(t *testing.T) {
 				t.Fatal(err)
 			}
 			var b bytes.Buffer
-			if err := runSet(t, dir, DefaultConfig()).WriteHTML(&b); err != nil {
+			if err := runSet(t, dir, testConfig()).WriteHTML(&b); err != nil {
 				t.Fatal(err)
 			}
 			for _, w := range tc.want {
@@ -147,7 +164,7 @@ func TestReportHTMLChromium(t *testing.T) {
 	if err != nil {
 		t.Skip("chromium is not on PATH (Debian: apt-get install -y chromium); skipping the browser check of report.html")
 	}
-	r := runSet(t, "testdata/stsb-dev-small", DefaultConfig())
+	r := stsbDevSmall(t)
 	dom := dumpDOM(t, bin, r)
 	charts := strings.Count(string(dom), `class="chart"`)
 	if charts < 3 {
@@ -177,7 +194,7 @@ func TestReportHTMLChromium(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "traffic.jsonl"), []byte(lines), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	dom = dumpDOM(t, bin, runSet(t, dir, DefaultConfig()))
+	dom = dumpDOM(t, bin, runSet(t, dir, testConfig()))
 	if strings.Contains(string(dom), `data-rendered="no"`) || !strings.Contains(string(dom), `data-chart="histogram" xmlns="http://www.w3.org/2000/svg" width="700" height="260" viewBox="0 0 700 260" role="img" data-rendered="empty"`) {
 		t.Errorf("the empty histogram is not marked as laid out empty:\n%s", dom)
 	}
