@@ -107,7 +107,7 @@ func TestChatImportReview(t *testing.T) {
 	if o := set.Events[0].Outcome; o.Status != "failure" || !o.Transient {
 		t.Errorf("a call answered with an error: outcome %+v, want a transient failure", o)
 	}
-	r := runSet(t, out, DefaultConfig())
+	r := runSet(t, out, testConfig())
 	if r.Labelled || r.Overall.Unlabelled != 5 {
 		t.Errorf("labelled %v, unlabelled %d", r.Labelled, r.Overall.Unlabelled)
 	}

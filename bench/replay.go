@@ -13,7 +13,6 @@ import (
 
 	"github.com/idem-dev/idem/canon"
 	"github.com/idem-dev/idem/funnel"
-	"github.com/idem-dev/idem/index"
 	"github.com/idem-dev/idem/ledger"
 	"github.com/idem-dev/idem/ledger/badger"
 )
@@ -157,7 +156,6 @@ type Local struct {
 	f      *funnel.Funnel
 	ledger *ledger.Ledger
 	store  *badger.Store
-	index  *index.Flat
 	clock  *vclock
 	start  time.Time // virtual time zero: the real time the engine was built (stores expire records by the wall clock)
 	real   bool
@@ -218,11 +216,6 @@ func NewLocal(cfg Config, enc Encoder, set *Set) (*Local, error) {
 		return nil, err
 	}
 	l.rec = &recorder{Encoder: enc, vecs: map[string][]float32{}}
-	icfg := index.DefaultConfig()
-	icfg.Dim = enc.Dim()
-	if l.index, err = index.New(icfg, funnel.IndexLoader(l.ledger, enc.Name(), enc.Dim())); err != nil {
-		return nil, err
-	}
 	fcfg := funnel.DefaultConfig()
 	fcfg.Budget = cfg.Budget
 	if fcfg.JudgeReserve >= fcfg.Budget {
@@ -232,7 +225,7 @@ func NewLocal(cfg Config, enc Encoder, set *Set) (*Local, error) {
 	fcfg.Tools = infos
 	fcfg.Logger = cfg.Logger
 	fcfg.Now = now
-	if l.f, err = funnel.New(fcfg, funnel.Deps{Canon: l.canon, Ledger: l.ledger, Embedder: l.rec, Tokenizer: enc, Index: l.index}); err != nil {
+	if l.f, err = funnel.New(fcfg, funnel.Deps{Canon: l.canon, Ledger: l.ledger, Embedder: l.rec, Tokenizer: enc}); err != nil {
 		return nil, err
 	}
 	ok = true
@@ -242,8 +235,8 @@ func NewLocal(cfg Config, enc Encoder, set *Set) (*Local, error) {
 // Close releases the store and removes its directory.
 func (l *Local) Close(ctx context.Context) error {
 	var errs []error
-	if l.index != nil {
-		errs = append(errs, l.index.Close(ctx))
+	if l.f != nil {
+		errs = append(errs, l.f.Close(ctx))
 	}
 	if l.store != nil {
 		errs = append(errs, l.store.Close(ctx))
@@ -263,6 +256,12 @@ func (l *Local) SetNow(ms int64) {
 func (l *Local) Check(ctx context.Context, e *Event) (Decision, error) {
 	res, err := l.f.Check(ctx, requestOf(e))
 	if err != nil {
+		return Decision{}, err
+	}
+	// What the funnel embeds in the background (the call just claimed) is
+	// done before the next event, as it is when calls are not made within
+	// milliseconds of each other: a replay decides the same on any machine.
+	if err := l.f.Settle(ctx); err != nil {
 		return Decision{}, err
 	}
 	d := Decision{

@@ -127,6 +127,7 @@ type Result struct {
 	Policy         string           `json:"policy"`
 	Reason         string           `json:"reason"`
 	BudgetExceeded bool             `json:"budget_exceeded,omitempty"`
+	NotCompared    *NotCompared     `json:"not_compared,omitempty"`
 	Notes          []string         `json:"notes,omitempty"`
 	ReferenceDate  string           `json:"reference_date,omitempty"`
 	Hash           string           `json:"hash"`
@@ -138,6 +139,14 @@ type Result struct {
 
 // Flagged reports whether the call must not execute now.
 func (r *Result) Flagged() bool { return r.Decision != Execute }
+
+// NotCompared names the earlier calls a check could not compare with, and
+// why (the budget ran out, the encoder was busy or failed, the session was
+// still loading).
+type NotCompared struct {
+	Reason string   `json:"reason"`
+	Keys   []string `json:"keys,omitempty"`
+}
 
 // Match is the earlier call a decision refers to.
 type Match struct {

@@ -46,6 +46,7 @@ type Config struct {
 	Postgres Postgres      `yaml:"postgres"`
 	Ledger   Ledger        `yaml:"ledger"`
 	Embedder Embedder      `yaml:"embedder"`
+	Sessions Sessions      `yaml:"sessions"`
 	Judge    Judge         `yaml:"judge"`
 	Budget   time.Duration `yaml:"budget"`
 	// MaxWait bounds a check's wait_ms.
@@ -135,6 +136,24 @@ type Embedder struct {
 	Timeout   time.Duration `yaml:"timeout"`
 	// CacheEntries bounds the embedding cache; 0 turns it off.
 	CacheEntries int `yaml:"cache_entries"`
+	// The encoder queue (see funnel.Config): Batch texts per model call,
+	// Queue texts of checks waiting (past it a check is told at once it
+	// cannot compare), BackgroundQueue texts of claimed calls waiting to
+	// be embedded, Workers model calls at once.
+	Batch           int `yaml:"batch"`
+	Queue           int `yaml:"queue"`
+	BackgroundQueue int `yaml:"background_queue"`
+	Workers         int `yaml:"workers"`
+}
+
+// Sessions bounds the session views the funnel keeps in memory.
+type Sessions struct {
+	// MaxViews bounds the sessions held (least recently used dropped
+	// first; a dropped one is loaded again from the ledger).
+	MaxViews int `yaml:"max_views"`
+	// Warm is how many of the most recently active sessions are loaded
+	// from the ledger at start.
+	Warm int `yaml:"warm"`
 }
 
 // Judge configures the LLM judge (off by default).
@@ -219,10 +238,12 @@ func Default() Config {
 		Ledger:   Ledger{Lease: 5 * time.Minute, Retention: 24 * time.Hour, MaxResultBytes: 1 << 20},
 		Embedder: Embedder{
 			Provider: ProviderBuiltin, Timeout: 10 * time.Second, CacheEntries: 100_000,
+			Batch: lc.EncoderBatch, Queue: lc.EncoderQueue, BackgroundQueue: lc.BackgroundQueue, Workers: lc.EncoderWorkers,
 		},
-		Judge:   Judge{BaseURL: "https://api.openai.com/v1", Timeout: 2 * time.Second},
-		Budget:  lc.Budget,
-		MaxWait: lc.MaxWait,
+		Sessions: Sessions{MaxViews: lc.MaxSessions, Warm: lc.WarmSessions},
+		Judge:    Judge{BaseURL: "https://api.openai.com/v1", Timeout: 2 * time.Second},
+		Budget:   lc.Budget,
+		MaxWait:  lc.MaxWait,
 		Limits: Limits{
 			MaxBodyBytes: 4 << 20,
 			Canon: CanonLimits{
@@ -352,6 +373,17 @@ func (c *Config) Validate() error {
 	}
 	if e.CacheEntries < 0 {
 		bad("embedder.cache_entries", "negative")
+	}
+	for _, k := range []struct {
+		key string
+		v   int
+	}{{"embedder.batch", e.Batch}, {"embedder.queue", e.Queue}, {"embedder.background_queue", e.BackgroundQueue}, {"embedder.workers", e.Workers}, {"sessions.max_views", c.Sessions.MaxViews}} {
+		if k.v < 1 {
+			bad(k.key, "must be at least 1")
+		}
+	}
+	if c.Sessions.Warm < 0 || c.Sessions.Warm > c.Sessions.MaxViews {
+		bad("sessions.warm", "must be in [0, sessions.max_views]")
 	}
 	if c.Judge.Enabled {
 		if !httpURL(c.Judge.BaseURL) {

@@ -145,6 +145,18 @@ func TestPolicyDefaultsFilled(t *testing.T) {
 	if !reflect.DeepEqual(p, want) {
 		t.Errorf("got %+v\nwant %+v", p, want)
 	}
+	// A policy of read-only tools takes the read-only default's values:
+	// it replays a duplicate and executes when a candidate was not compared.
+	cfg, err = Load([]byte("policies:\n  - name: lookups\n    read_only: true\n  - name: default\n"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := cfg.Policies[0]; r.OnDuplicate != funnel.ActionReplay || r.Uncompared != funnel.FallbackExecute {
+		t.Errorf("read-only policy filled with on_duplicate %q, uncompared %q; want replay, execute", r.OnDuplicate, r.Uncompared)
+	}
+	if w := cfg.Policies[1]; w.OnDuplicate != funnel.ActionConfirm || w.Uncompared != funnel.FallbackConfirm {
+		t.Errorf("default policy filled with on_duplicate %q, uncompared %q; want confirm, confirm", w.OnDuplicate, w.Uncompared)
+	}
 }
 
 // TestMarshalRoundTrip: the effective config check prints loads back to

@@ -356,9 +356,14 @@ func fillPolicies(cfg *Config, keys []keyPos) {
 	if !present["policies"] {
 		return
 	}
-	def := funnel.DefaultPolicy()
-	dv := reflect.ValueOf(def)
+	write, read := reflect.ValueOf(funnel.DefaultPolicy()), reflect.ValueOf(funnel.DefaultPolicies()[0])
 	for i := range cfg.Policies {
+		// A policy of read-only tools takes the read-only default's values
+		// (replay, execute when uncompared), any other the default's.
+		dv := write
+		if ro := cfg.Policies[i].ReadOnly; ro != nil && *ro {
+			dv = read
+		}
 		pv := reflect.ValueOf(&cfg.Policies[i]).Elem()
 		t := pv.Type()
 		for j := 0; j < t.NumField(); j++ {

@@ -15,7 +15,6 @@ import (
 
 	"github.com/idem-dev/idem/canon"
 	"github.com/idem-dev/idem/embed"
-	"github.com/idem-dev/idem/index"
 	"github.com/idem-dev/idem/judge"
 	"github.com/idem-dev/idem/ledger"
 	"github.com/idem-dev/idem/ledger/badger"
@@ -29,6 +28,39 @@ func encoder(t testing.TB) *embed.USE {
 		t.Fatalf("loading the built-in encoder: %v", err)
 	}
 	return u
+}
+
+// memoEncoder is the built-in encoder with some texts embedded ahead:
+// those come back at once.
+type memoEncoder struct {
+	*embed.USE
+	vecs map[string][]float32
+}
+
+func newMemoEncoder(t testing.TB, texts ...string) *memoEncoder {
+	t.Helper()
+	u := encoder(t)
+	v, err := u.Embed(context.Background(), texts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &memoEncoder{USE: u, vecs: map[string][]float32{}}
+	for i, text := range texts {
+		m.vecs[text] = v[i]
+	}
+	return m
+}
+
+func (m *memoEncoder) Embed(ctx context.Context, texts []string) ([][]float32, error) {
+	out := make([][]float32, len(texts))
+	for i, text := range texts {
+		v, ok := m.vecs[text]
+		if !ok {
+			return m.USE.Embed(ctx, texts)
+		}
+		out[i] = v
+	}
+	return out, nil
 }
 
 // clock is a settable clock for leases.
@@ -55,10 +87,11 @@ type options struct {
 	judge    Judge
 	budget   time.Duration
 	embedder Embedder
+	warm     int
 }
 
-// newEnv builds a funnel on a real Badger ledger in a temp dir, the real
-// built-in encoder and the real index.
+// newEnv builds a funnel on a real Badger ledger in a temp dir and the real
+// built-in encoder.
 func newEnv(t testing.TB, o options) *env {
 	t.Helper()
 	scfg := badger.DefaultConfig(t.TempDir())
@@ -90,22 +123,22 @@ func newFunnel(t testing.TB, led Ledger, now func() time.Time, o options) *Funne
 	if emb == nil {
 		emb = encoder(t)
 	}
-	icfg := index.DefaultConfig()
-	icfg.Dim = emb.Dim()
-	idx, err := index.New(icfg, IndexLoader(led, emb.Name(), emb.Dim()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { idx.Close(context.Background()) })
 	cfg := DefaultConfig()
+	// A budget no machine runs out of, however slow or busy: a test of a
+	// decision must not depend on the machine's speed. The budget's own
+	// paths are tested with an encoder that never answers in time.
+	cfg.Budget = 10 * time.Minute
+	// Tests swap the funnel's ledger after New; warming is tested on its own.
+	cfg.WarmSessions = o.warm
 	cfg.Now = now
 	if o.policies != nil {
 		cfg.Policies = o.policies
 	}
 	if o.budget > 0 {
 		cfg.Budget = o.budget
+		cfg.JudgeReserve = min(cfg.JudgeReserve, o.budget/10)
 	}
-	deps := Deps{Canon: cn, Ledger: led, Embedder: emb, Index: idx}
+	deps := Deps{Canon: cn, Ledger: led, Embedder: emb}
 	if o.judge != nil {
 		deps.Judge = o.judge
 	}
@@ -113,6 +146,7 @@ func newFunnel(t testing.TB, led Ledger, now func() time.Time, o options) *Funne
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { f.Close(context.Background()) })
 	return f
 }
 
@@ -405,7 +439,7 @@ const (
 func TestAmbiguousBandGoesToTheJudge(t *testing.T) {
 	t.Run("judge says duplicate", func(t *testing.T) {
 		var calls atomic.Int32
-		e := newEnv(t, options{judge: judgeServer(t, true, 0, &calls), budget: 2 * time.Second})
+		e := newEnv(t, options{judge: judgeServer(t, true, 0, &calls)})
 		e.run(t, Request{Step: "1", Tool: "send_email", Arguments: []byte(report1)}, `{"id":1}`)
 		res := e.check(t, Request{Step: "2", Tool: "send_email", Arguments: []byte(report2)})
 		want(t, res, Confirm, StageJudge)
@@ -418,7 +452,7 @@ func TestAmbiguousBandGoesToTheJudge(t *testing.T) {
 	})
 	t.Run("judge says distinct", func(t *testing.T) {
 		var calls atomic.Int32
-		e := newEnv(t, options{judge: judgeServer(t, false, 0, &calls), budget: 2 * time.Second})
+		e := newEnv(t, options{judge: judgeServer(t, false, 0, &calls)})
 		e.run(t, Request{Step: "1", Tool: "send_email", Arguments: []byte(report1)}, `{"id":1}`)
 		res := e.check(t, Request{Step: "2", Tool: "send_email", Arguments: []byte(report2)})
 		want(t, res, Execute, StageNew)
@@ -430,12 +464,17 @@ func TestAmbiguousBandGoesToTheJudge(t *testing.T) {
 		var calls atomic.Int32
 		p := DefaultPolicy()
 		p.Fallback = FallbackConfirm
-		e := newEnv(t, options{judge: judgeServer(t, true, 5*time.Second, &calls), policies: []Policy{p}, budget: 300 * time.Millisecond})
+		// The texts are embedded ahead, so the budget is spent waiting for
+		// a judge that answers long after it, whatever the machine.
+		memo := newMemoEncoder(t, "send_email\nbody: Please send me the quarterly report for Q3 by Friday.",
+			"send_email\nbody: Could you send me the Q3 quarterly report by Friday?")
+		e := newEnv(t, options{judge: judgeServer(t, true, 3*time.Second, &calls), policies: []Policy{p}, budget: time.Second, embedder: memo})
 		e.run(t, Request{Step: "1", Tool: "send_email", Arguments: []byte(report1)}, `{"id":1}`)
 		res := e.check(t, Request{Step: "2", Tool: "send_email", Arguments: []byte(report2)})
 		want(t, res, Confirm, StageSemantic)
-		if !res.BudgetExceeded || res.Judge != nil {
-			t.Errorf("budget_exceeded %v, judge %+v: want the fallback, not a verdict", res.BudgetExceeded, res.Judge)
+		if !res.BudgetExceeded || res.Judge != nil || res.NotCompared != nil || calls.Load() != 1 {
+			t.Errorf("budget_exceeded %v, judge %+v, not compared %+v after %d judge calls: want the judge asked, then the fallback",
+				res.BudgetExceeded, res.Judge, res.NotCompared, calls.Load())
 		}
 		if res.TimingsUS["judge"] > 5_000_000 {
 			t.Errorf("the check waited %d µs for the judge", res.TimingsUS["judge"])

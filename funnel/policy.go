@@ -22,8 +22,8 @@ const (
 )
 
 // Fallback is what a check decides when the judge cannot answer (off,
-// error, timeout) for a call in the ambiguous band, or when the budget runs
-// out before the semantic stage could finish.
+// error, timeout) for a call in the ambiguous band (Policy.Fallback), or
+// when a candidate could not be compared at all (Policy.Uncompared).
 type Fallback string
 
 // The fallbacks.
@@ -64,8 +64,18 @@ type Policy struct {
 	OnDuplicate Action `yaml:"on_duplicate" json:"on_duplicate"`
 	// Judge sends the ambiguous band to the judge (when one is configured).
 	Judge bool `yaml:"judge" json:"judge"`
-	// Fallback applies when the judge cannot answer or the budget ran out.
+	// Fallback applies when the judge cannot answer (none configured, an
+	// error, the budget ran out before its answer) for a candidate in the
+	// ambiguous band.
 	Fallback Fallback `yaml:"fallback" json:"fallback"`
+	// Uncompared applies when a candidate that passed the identity gate
+	// could not be compared with the call at all: the budget ran out while
+	// embedding, the encoder queue was full or would answer too late, the
+	// encoder failed, or the session's calls were still loading. Confirm
+	// asks; execute runs the call. Either way the answer says so. Empty
+	// means execute for a policy of read-only tools (ReadOnly true), else
+	// confirm.
+	Uncompared Fallback `yaml:"uncompared" json:"uncompared"`
 	// Lease overrides the ledger's lease for this action type's claims.
 	Lease time.Duration `yaml:"lease,omitempty" json:"lease,omitempty"`
 	// Window bounds how far back in the session the exact and semantic
@@ -78,15 +88,17 @@ type Policy struct {
 
 // DefaultPolicies are safe for a service that knows nothing of its tools:
 // read-only tools replay a semantic duplicate (a repeated read costs
-// nothing); every other tool asks the agent to confirm one, rather than
-// block a possibly legitimate action silently.
+// nothing) and execute when a candidate could not be compared; every other
+// tool asks the agent to confirm a duplicate, rather than block a possibly
+// legitimate action silently, and asks too when a candidate could not be
+// compared, rather than run a possible duplicate unseen.
 func DefaultPolicies() []Policy {
 	readOnly := true
 	return []Policy{
 		{
 			Name: "read-only", ReadOnly: &readOnly,
 			DuplicateThreshold: 0.9, AmbiguousThreshold: 0.85, IdentityGate: true, Semantic: true,
-			OnDuplicate: ActionReplay, Judge: true, Fallback: FallbackExecute,
+			OnDuplicate: ActionReplay, Judge: true, Fallback: FallbackExecute, Uncompared: FallbackExecute,
 		},
 		DefaultPolicy(),
 	}
@@ -97,7 +109,7 @@ func DefaultPolicy() Policy {
 	return Policy{
 		Name:               "default",
 		DuplicateThreshold: 0.9, AmbiguousThreshold: 0.85, IdentityGate: true, Semantic: true,
-		OnDuplicate: ActionConfirm, Judge: true, Fallback: FallbackExecute,
+		OnDuplicate: ActionConfirm, Judge: true, Fallback: FallbackExecute, Uncompared: FallbackConfirm,
 	}
 }
 
@@ -128,6 +140,11 @@ func (p Policy) Validate() error {
 	default:
 		errs = append(errs, fmt.Errorf("fallback: %q is not execute or confirm", p.Fallback))
 	}
+	switch p.Uncompared {
+	case "", FallbackExecute, FallbackConfirm:
+	default:
+		errs = append(errs, fmt.Errorf("uncompared: %q is not execute or confirm", p.Uncompared))
+	}
 	if p.Lease < 0 {
 		errs = append(errs, errors.New("lease: negative"))
 	}
@@ -146,6 +163,17 @@ func (p Policy) Validate() error {
 type ToolInfo struct {
 	ReadOnly, Destructive, Idempotent *bool
 	Schema                            json.RawMessage
+}
+
+// uncompared is the policy's Uncompared fallback, its default filled in.
+func (p *Policy) uncompared() Fallback {
+	switch {
+	case p.Uncompared != "":
+		return p.Uncompared
+	case p.ReadOnly != nil && *p.ReadOnly:
+		return FallbackExecute
+	}
+	return FallbackConfirm
 }
 
 func (p *Policy) matches(tool string, info ToolInfo) bool {

@@ -135,6 +135,10 @@ type Result struct {
 	// BudgetExceeded: the budget ran out before the semantic stage or the
 	// judge could finish; the policy's fallback decided.
 	BudgetExceeded bool `json:"budget_exceeded,omitempty"`
+	// NotCompared is set when earlier calls that passed the identity gate
+	// could not be compared with this one; the policy's Uncompared
+	// fallback decided.
+	NotCompared *NotCompared `json:"not_compared,omitempty"`
 	// Notes are facts worth knowing about the decision: a text view split
 	// into windows, a judge error, arguments that differ from the record
 	// a key replays.
@@ -148,6 +152,17 @@ type Result struct {
 	IdentityDigest uint64 `json:"-"`
 	// TimingsUS is the time each stage took, in microseconds.
 	TimingsUS map[string]int64 `json:"timings_us"`
+}
+
+// NotCompared says which earlier calls a check could not compare with, and
+// why.
+type NotCompared struct {
+	// Reason: "budget", "the encoder queue is full", "encoder error: …",
+	// "the session's earlier calls are still loading from the ledger", …
+	Reason string `json:"reason"`
+	// Keys of the (newest) earlier calls left uncompared whose effect
+	// counts; empty when the session's calls were not known yet.
+	Keys []string `json:"keys,omitempty"`
 }
 
 // Flagged reports whether the agent must not execute the call now.

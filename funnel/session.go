@@ -3,89 +3,111 @@ package funnel
 import (
 	"container/list"
 	"context"
-	"fmt"
-	"github.com/idem-dev/idem/index"
+	"errors"
 	"strings"
 	"sync"
 
 	"github.com/idem-dev/idem/ledger"
 )
 
-// entry is what the funnel keeps of one ledger record of a session: the
-// parts that never change after the claim (status is always read afresh
-// from the ledger).
+// textState is what the funnel knows of whether a call has text fields.
+type textState uint8
+
+const (
+	// textUnknown: a record listed without an embedding: a call without
+	// text, or one whose embedding was never written (its claimant
+	// crashed, or lost the race to write it). Resolved when it matters,
+	// by reading the record's call back.
+	textUnknown textState = iota
+	textNone
+	textSome
+)
+
+// entry is what the funnel keeps of one ledger record of a session. The
+// key, hashes and numbers never change after the claim (status is always
+// read afresh from the ledger); text, vecs and fl are guarded by the
+// session's mu.
 type entry struct {
 	key, base, tool string
 	hash, identity  uint64
-	// text: the record holds an embedding of its text view (by model);
-	// the vectors themselves stay in the ledger and the index, and are read
-	// from the record when the call is compared.
-	text      bool
-	model     string
-	seq       uint64
-	createdAt int64
+	seq             uint64
+	createdAt       int64
+
+	text textState
+	// vecs is the call's text embedding by the funnel's model, window by
+	// window, once known; fl the embedding being computed, or nil.
+	vecs [][]float32
+	fl   *flight
+}
+
+// identKey finds the calls of a tool with equal identity fields.
+type identKey struct {
+	tool     string
+	identity uint64
 }
 
 // session is the funnel's view of one (tenant, session): a cache of the
-// ledger's session listing, brought up to date before every check.
+// ledger's session listing. It is loaded once, off the request path, and
+// brought up to date before every check. It answers the stages' questions
+// (Exact, Gated, OfTool, Since) without exposing its maps.
 type session struct {
-	// mu guards every field below. A check holds it while it refreshes,
-	// and again while it re-checks and claims, so that two checks of one
-	// session in this process always see each other's claims.
-	mu      sync.Mutex
+	// mu guards every field below and the mutable fields of its entries.
+	// A check holds it while it refreshes, and again while it re-checks
+	// and claims, so that two checks of one session in this process
+	// always see each other's claims.
+	mu sync.Mutex
+	// loaded: the view holds every live record of the session up to
+	// lastSeq. loading is closed when the load running ends (nil when
+	// none runs); loadErr is the last load's error.
 	loaded  bool
+	loading chan struct{}
+	loadErr error
 	lastSeq uint64 // the newest Seq the ledger's listing brought
 	// covered is the session counter's value up to which the view holds
 	// every live record: lastSeq, or more once a refused fence has told of
 	// numbers that no live record holds (forgotten or expired records,
 	// numbers taken by lost writes). A fenced claim is fenced on it.
-	covered uint64
-	byKey   map[string]*entry
-	byHash  map[uint64][]*entry
-	byTool  map[string][]*entry
-	order   []*entry // arrival order
+	covered    uint64
+	byKey      map[string]*entry
+	byHash     map[uint64][]*entry
+	byIdentity map[identKey][]*entry
+	byTool     map[string][]*entry
+	order      []*entry // arrival order
 }
 
 func newSession() *session {
-	return &session{byKey: map[string]*entry{}, byHash: map[uint64][]*entry{}, byTool: map[string][]*entry{}}
+	return &session{
+		byKey: map[string]*entry{}, byHash: map[uint64][]*entry{},
+		byIdentity: map[identKey][]*entry{}, byTool: map[string][]*entry{},
+	}
 }
 
 // reset empties the view, for a session whose numbering restarted (all its
-// records and its counter expired): the next refresh lists it anew.
+// records and its counter expired): the next load lists it anew.
 func (s *session) reset() {
 	s.loaded, s.lastSeq, s.covered = false, 0, 0
 	clear(s.byKey)
 	clear(s.byHash)
+	clear(s.byIdentity)
 	clear(s.byTool)
 	s.order = nil
 }
 
-// add records e; a key seen before is replaced (a FAILED transient key
-// claimed again gets a new Seq).
-func (s *session) add(e *entry) {
-	if old, ok := s.byKey[e.key]; ok {
-		s.byHash[old.hash] = without(s.byHash[old.hash], old)
-		s.byTool[old.tool] = without(s.byTool[old.tool], old)
-		s.order = without(s.order, old)
-	}
-	s.byKey[e.key] = e
-	s.byHash[e.hash] = append(s.byHash[e.hash], e)
-	s.byTool[e.tool] = append(s.byTool[e.tool], e)
-	s.order = append(s.order, e)
+// Exact returns the calls with canonical hash h (which covers the tool),
+// in arrival order.
+func (s *session) Exact(h uint64) []*entry { return s.byHash[h] }
+
+// Gated returns the calls of tool whose identity fields equal identity:
+// the candidates that pass the identity gate, in arrival order.
+func (s *session) Gated(tool string, identity uint64) []*entry {
+	return s.byIdentity[identKey{tool, identity}]
 }
 
-func without(es []*entry, e *entry) []*entry {
-	for i, x := range es {
-		if x == e {
-			return append(es[:i:i], es[i+1:]...)
-		}
-	}
-	return es
-}
+// OfTool returns the calls of tool, in arrival order.
+func (s *session) OfTool(tool string) []*entry { return s.byTool[tool] }
 
-// since returns the entries that arrived after Seq seq (s.order is in
-// arrival order, so they are at its end).
-func (s *session) since(seq uint64) []*entry {
+// Since returns the calls that arrived after Seq seq.
+func (s *session) Since(seq uint64) []*entry {
 	i := len(s.order)
 	for i > 0 && s.order[i-1].seq > seq {
 		i--
@@ -93,13 +115,71 @@ func (s *session) since(seq uint64) []*entry {
 	return s.order[i:]
 }
 
-// entryOf turns a ledger record into a session entry.
-func entryOf(r *ledger.Record, dim int) *entry {
+// Newest is the highest Seq the view holds: every call up to it is in the
+// view (listed, or claimed by this process).
+func (s *session) Newest() uint64 {
+	n := s.lastSeq
+	if len(s.order) > 0 {
+		n = max(n, s.order[len(s.order)-1].seq)
+	}
+	return n
+}
+
+// add records e. A key held with the same Seq keeps the entry it has (it
+// may know more: an embedding in flight); a key seen with another Seq is
+// replaced (a FAILED transient key claimed again gets a new Seq).
+func (s *session) add(e *entry) *entry {
+	if old, ok := s.byKey[e.key]; ok {
+		if old.seq == e.seq {
+			if old.vecs == nil && e.vecs != nil {
+				old.vecs, old.text = e.vecs, textSome
+			}
+			return old
+		}
+		s.byHash[old.hash] = without(s.byHash[old.hash], old)
+		ik := identKey{old.tool, old.identity}
+		s.byIdentity[ik] = without(s.byIdentity[ik], old)
+		s.byTool[old.tool] = without(s.byTool[old.tool], old)
+		s.order = without(s.order, old)
+	}
+	s.byKey[e.key] = e
+	s.byHash[e.hash] = append(s.byHash[e.hash], e)
+	ik := identKey{e.tool, e.identity}
+	s.byIdentity[ik] = append(s.byIdentity[ik], e)
+	s.byTool[e.tool] = append(s.byTool[e.tool], e)
+	// Arrival order: a claim of this process may be added before a
+	// listing brings an earlier Seq.
+	i := len(s.order)
+	for i > 0 && s.order[i-1].seq > e.seq {
+		i--
+	}
+	s.order = append(s.order, nil)
+	copy(s.order[i+1:], s.order[i:])
+	s.order[i] = e
+	return e
+}
+
+func without[T comparable](xs []T, x T) []T {
+	for i, y := range xs {
+		if y == x {
+			return append(xs[:i:i], xs[i+1:]...)
+		}
+	}
+	return xs
+}
+
+// entryOf turns a ledger record into a session entry, with its embedding
+// when it holds one by model.
+func entryOf(r *ledger.Record, model string, dim int) *entry {
 	e := &entry{
 		key: r.Key, base: baseKey(r.Key), tool: r.Tool, hash: r.Hash, identity: r.Identity,
-		model: r.EmbeddingModel, seq: r.Seq, createdAt: r.CreatedAt,
+		seq: r.Seq, createdAt: r.CreatedAt,
 	}
-	e.text = len(windowsOf(r.Embedding, dim)) > 0
+	if r.EmbeddingModel == model {
+		if w := windowsOf(r.Embedding, dim); len(w) > 0 {
+			e.vecs, e.text = w, textSome
+		}
+	}
 	return e
 }
 
@@ -171,57 +251,145 @@ func (ss *sessions) get(scope string) *session {
 	return s
 }
 
-// refresh brings s up to date with the ledger. The caller holds s.mu.
-func (f *Funnel) refresh(ctx context.Context, s *session, tenant, sess, scope string) ([]*entry, error) {
+// loadPage is how many records a load reads at a time; the view's lock is
+// released between pages.
+const loadPage = 1024
+
+// errLoading: the session's view was still being loaded from the ledger
+// when the check's budget ran out.
+var errLoading = errors.New("funnel: session still loading")
+
+// ready makes sure s is loaded. The check that finds it unloaded reads the
+// first page of the session itself (a bounded cost, whatever the machine:
+// a new or small session is then ready at once); a longer session's
+// remaining pages are read off the request path, by a goroutine of the
+// funnel's, and every check of the session waits for them until its ctx
+// (the budget) ends, then gets errLoading; the load goes on for the next.
+// It returns the load's error when the ledger failed.
+func (f *Funnel) ready(ctx, bctx context.Context, s *session, tenant, sess string) error {
+	for {
+		s.mu.Lock()
+		if s.loaded {
+			s.mu.Unlock()
+			return nil
+		}
+		ch := s.loading
+		if ch == nil {
+			ch = make(chan struct{})
+			s.loading = ch
+			s.mu.Unlock()
+			if more := f.loadPage(ctx, s, tenant, sess, ch); more {
+				f.pending.add(1)
+				if !f.spawn(func(octx context.Context) {
+					defer f.pending.add(-1)
+					f.load(octx, s, tenant, sess, ch)
+				}) {
+					f.pending.add(-1)
+					f.loaded(s, ch, errClosed, tenant)
+				}
+			}
+		} else {
+			s.mu.Unlock()
+		}
+		select {
+		case <-ch:
+		case <-bctx.Done():
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return errLoading
+		}
+		s.mu.Lock()
+		loaded, err := s.loaded, s.loadErr
+		s.mu.Unlock()
+		if loaded {
+			return nil
+		}
+		// A load that failed on its own check's context is not this
+		// check's failure: load again.
+		if !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil {
+			return err
+		}
+	}
+}
+
+// loadPage reads the next page of the session into s and reports whether
+// more remain; when none do, or the ledger failed, it ends the load.
+func (f *Funnel) loadPage(ctx context.Context, s *session, tenant, sess string, done chan struct{}) (more bool) {
+	s.mu.Lock()
+	after := s.lastSeq
+	s.mu.Unlock()
+	recs, err := f.ledger.Session(ctx, tenant, sess, after, loadPage)
+	if err == nil {
+		s.mu.Lock()
+		f.apply(s, recs)
+		s.mu.Unlock()
+		if len(recs) == loadPage {
+			return true
+		}
+	}
+	f.loaded(s, done, err, tenant)
+	return false
+}
+
+// load reads the rest of the session, page by page.
+func (f *Funnel) load(ctx context.Context, s *session, tenant, sess string, done chan struct{}) {
+	for f.loadPage(ctx, s, tenant, sess, done) {
+	}
+}
+
+// loaded ends a load with err.
+func (f *Funnel) loaded(s *session, done chan struct{}, err error, tenant string) {
+	s.mu.Lock()
+	s.loaded, s.loadErr, s.loading = err == nil, err, nil
+	s.mu.Unlock()
+	close(done)
+	if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, errClosed) {
+		f.log.Warn("funnel: loading a session from the ledger", "tenant", tenant, "err", err)
+	}
+}
+
+// refresh brings a loaded s up to date with the ledger. The caller holds
+// s.mu.
+func (f *Funnel) refresh(ctx context.Context, s *session, tenant, sess string) error {
 	recs, err := f.ledger.Session(ctx, tenant, sess, s.lastSeq, 0)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	s.loaded = true
-	added := make([]*entry, 0, len(recs))
-	var vecs []index.Entry
+	f.apply(s, recs)
+	return nil
+}
+
+// apply adds listed records to s. The caller holds s.mu.
+func (f *Funnel) apply(s *session, recs []ledger.Record) {
 	for i := range recs {
 		r := &recs[i]
-		e := entryOf(r, f.dim)
-		s.add(e)
+		s.add(entryOf(r, f.model, f.dim))
 		// Only the listing moves lastSeq: a claim of this process may
 		// commit after another replica's, and the listing must still
 		// bring that one.
 		s.lastSeq = max(s.lastSeq, r.Seq)
 		s.covered = max(s.covered, s.lastSeq)
-		added = append(added, e)
-		if f.index != nil && e.text && e.model == f.embedder.Name() {
-			vecs = append(vecs, index.Entry{ID: e.key, Tag: e.tool, Seq: e.seq, Vector: r.Embedding[:f.dim]})
-		}
 	}
-	f.indexAdd(scope, vecs)
-	return added, nil
 }
 
-// IndexLoader returns the index.Loader that rebuilds a scope (tenant and
-// session, as Scope joins them) from the ledger's session listing: the first
-// window of each call's text embedding by the named model, tagged with the
-// tool.
-func IndexLoader(l Ledger, model string, dim int) index.Loader {
-	return index.LoaderFunc(func(ctx context.Context, scope string, after uint64) ([]index.Entry, uint64, error) {
-		tenant, sess, ok := strings.Cut(scope, "\x00")
-		if !ok {
-			return nil, 0, fmt.Errorf("funnel: malformed scope %q", scope)
+// warm loads the most recently active sessions, one at a time, so that
+// the first checks after a start find their views ready.
+func (f *Funnel) warm(ctx context.Context) {
+	refs, err := f.ledger.RecentSessions(ctx, f.cfg.WarmSessions)
+	if err != nil {
+		if !errors.Is(err, errors.ErrUnsupported) && ctx.Err() == nil {
+			f.log.Warn("funnel: listing recent sessions to warm", "err", err)
 		}
-		recs, err := l.Session(ctx, tenant, sess, after, 0)
-		if err != nil {
-			return nil, 0, err
+		return
+	}
+	for _, r := range refs {
+		if ctx.Err() != nil {
+			return
 		}
-		through := after
-		out := make([]index.Entry, 0, len(recs))
-		for i := range recs {
-			r := &recs[i]
-			through = max(through, r.Seq)
-			if r.EmbeddingModel != model || len(r.Embedding) < dim {
-				continue
-			}
-			out = append(out, index.Entry{ID: r.Key, Tag: r.Tool, Seq: r.Seq, Vector: r.Embedding[:dim]})
+		s := f.sessions.get(Scope(r.Tenant, r.Session))
+		if err := f.ready(ctx, ctx, s, r.Tenant, r.Session); err != nil && ctx.Err() == nil {
+			f.log.Warn("funnel: warming a session", "tenant", r.Tenant, "err", err)
 		}
-		return out, through, nil
-	})
+	}
 }

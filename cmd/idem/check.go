@@ -157,12 +157,18 @@ func checkLocal(ctx context.Context, dir, file, tenant string, req *client.Check
 		return nil, 2, err
 	}
 	cfg.DataDir = dir
+	cfg.Sessions.Warm = 0 // one check: its own session is loaded when it is needed
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	a, err := buildApp(cfg, defs, log)
 	if err != nil {
 		return nil, 1, err
 	}
-	defer a.Close(context.Background())
+	defer func() {
+		// The call's embedding, computed after its claim, is written to its
+		// record before the process ends, so the next check compares with it.
+		a.funnel.Settle(ctx)
+		a.Close(context.Background())
+	}()
 	fr := funnel.Request{
 		Tenant: tenant, Session: req.SessionID, Workflow: req.WorkflowID, Step: req.StepID,
 		Key: req.IdempotencyKey, Tool: req.Tool, Arguments: req.Arguments,

@@ -18,7 +18,6 @@ import (
 	"github.com/idem-dev/idem/config"
 	"github.com/idem-dev/idem/embed"
 	"github.com/idem-dev/idem/funnel"
-	"github.com/idem-dev/idem/index"
 	"github.com/idem-dev/idem/judge"
 	"github.com/idem-dev/idem/ledger"
 	"github.com/idem-dev/idem/ledger/badger"
@@ -203,7 +202,6 @@ type app struct {
 	}
 	ledger   *ledger.Ledger
 	cache    *embed.Cache // nil without a cache
-	index    *index.Flat  // nil without an embedder
 	funnel   *funnel.Funnel
 	tools    []string
 	embedded bool // the built-in encoder loaded
@@ -293,17 +291,13 @@ func buildApp(cfg config.Config, defs []canon.Tool, log *slog.Logger) (*app, err
 	}
 	deps := funnel.Deps{Canon: cn, Ledger: a.ledger, Judge: jd}
 	if emb != nil {
-		ic := index.DefaultConfig()
-		ic.Dim = emb.Dim()
-		if a.index, err = index.New(ic, funnel.IndexLoader(a.ledger, emb.Name(), emb.Dim())); err != nil {
-			a.Close(context.Background())
-			return nil, fmt.Errorf("index: %w", err)
-		}
-		deps.Embedder, deps.Tokenizer, deps.Index = emb, tok, a.index
+		deps.Embedder, deps.Tokenizer = emb, tok
 	}
 	fc := funnel.DefaultConfig()
 	fc.Budget, fc.MaxWait, fc.Policies, fc.Logger = cfg.Budget, cfg.MaxWait, cfg.Policies, log
 	fc.Tools = cfg.FunnelTools(defs)
+	fc.EncoderBatch, fc.EncoderQueue, fc.BackgroundQueue, fc.EncoderWorkers = cfg.Embedder.Batch, cfg.Embedder.Queue, cfg.Embedder.BackgroundQueue, cfg.Embedder.Workers
+	fc.MaxSessions, fc.WarmSessions = cfg.Sessions.MaxViews, cfg.Sessions.Warm
 	if fc.JudgeReserve >= fc.Budget {
 		fc.JudgeReserve = fc.Budget / 10
 	}
@@ -314,11 +308,11 @@ func buildApp(cfg config.Config, defs []canon.Tool, log *slog.Logger) (*app, err
 	return a, nil
 }
 
-// Close closes the index, then the store.
+// Close stops the funnel's background work, then closes the store.
 func (a *app) Close(ctx context.Context) error {
 	var errs []error
-	if a.index != nil {
-		errs = append(errs, a.index.Close(ctx))
+	if a.funnel != nil {
+		errs = append(errs, a.funnel.Close(ctx))
 	}
 	if a.store != nil {
 		errs = append(errs, a.store.Close(ctx))

@@ -378,12 +378,15 @@ func (s *Store) update(tenant, key string, rk []byte, f fence, fn func(cur *ledg
 		if f.on && counter.last != f.seen {
 			return false, &ledger.SessionMovedError{Seen: f.seen, Last: counter.last}
 		}
-		counter.last++
-		if expires == 0 || counter.expires == 0 {
+		switch {
+		case counter.last == 0:
+			counter.expires = expires // a new counter: it lives as long as its first record
+		case expires == 0 || counter.expires == 0:
 			counter.expires = 0 // never expires
-		} else {
+		default:
 			counter.expires = max(counter.expires, expires) // outlives its records
 		}
+		counter.last++
 		next.Seq = counter.last
 		// Written blind (not read in txn), so it never makes txn conflict.
 		e := &badger.Entry{Key: ck, Value: binary.BigEndian.AppendUint64(nil, counter.last), ExpiresAt: counter.expires}

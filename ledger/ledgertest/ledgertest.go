@@ -178,6 +178,8 @@ func Run(t *testing.T, open func(t *testing.T) ledger.Store) {
 		{"FencedClaimAtStaleSeqWritesNothing", testFencedClaimStale},
 		{"FencedClaimOfHeldKeyAnswersAsUnfenced", testFencedClaimOfHeldKey},
 		{"ConcurrentFencedClaimsOneWinner", testConcurrentFencedClaims},
+		{"SetEmbeddingKeepsTheRest", testSetEmbedding},
+		{"RecentSessionsMostRecentFirst", testRecentSessions},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.run(t, newEnv(t, open)) })

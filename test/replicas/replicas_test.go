@@ -361,6 +361,7 @@ data_dir: %q
 log:
   level: warn
 max_wait: 30s
+budget: 10m # no machine runs out of it: the decisions asserted must not depend on speed
 ledger:
   lease: %s
 store:

@@ -1,0 +1,567 @@
+package funnel
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+
+	"github.com/idem-dev/idem/canon"
+	"github.com/idem-dev/idem/ledger"
+)
+
+// candidate is an earlier call that may be the same effect.
+type candidate struct {
+	e     *entry
+	score float64
+	// got is the candidate's record, when it was read (live: it counts).
+	got     ledger.Claim
+	fetched bool
+}
+
+// sessionStages runs exact, semantic, judge and policy on the session's
+// view. It reports done when one of them decided; otherwise the call goes
+// on to the claim.
+func (f *Funnel) sessionStages(ctx context.Context, c *check) (bool, error) {
+	bctx, cancel := context.WithDeadline(ctx, c.deadline)
+	defer cancel()
+	s := f.sessions.get(c.scope)
+	if err := f.ready(ctx, bctx, s, c.req.Tenant, c.req.Session); err != nil {
+		c.lap("refresh")
+		if errors.Is(err, errLoading) && ctx.Err() == nil {
+			return f.uncompared(ctx, c, nil, "the session's earlier calls are still loading from the ledger")
+		}
+		if ctx.Err() != nil {
+			return false, ctx.Err()
+		}
+		return false, err
+	}
+	s.mu.Lock()
+	err := f.refresh(ctx, s, c.req.Tenant, c.req.Session)
+	seen := s.Newest()
+	exact := slices.Clone(s.Exact(c.call.Hash))
+	gated, held := f.pool(c, s)
+	s.mu.Unlock()
+	if err != nil {
+		return false, err
+	}
+	// Calls claimed in this session after this point are compared under
+	// the lock that the claim takes (see claim).
+	c.seenSeq, c.looked = seen, true
+	c.lap("refresh")
+
+	done, err := f.exactStage(ctx, c, exact)
+	c.lap("exact")
+	if err != nil || done {
+		return done, err
+	}
+	return f.semantic(ctx, bctx, c, s, gated, held)
+}
+
+// pool returns, from the whole view, the calls the semantic stage compares
+// the call with: gated, the calls of the tool with equal identity fields
+// (every call of the tool when the policy has no identity gate); held, for
+// the judge, the newest TopK calls of the tool whose identity fields
+// differ (see unparsedOnly). The caller holds s.mu; the slices are copies.
+func (f *Funnel) pool(c *check, s *session) (gated, held []*entry) {
+	if !c.pol.IdentityGate {
+		return slices.Clone(s.OfTool(c.req.Tool)), nil
+	}
+	gated = slices.Clone(s.Gated(c.req.Tool, c.call.IdentityDigest))
+	if f.judgeMaySee(c) {
+		es := s.OfTool(c.req.Tool)
+		for i := len(es) - 1; i >= 0 && len(held) < f.cfg.TopK; i-- {
+			if es[i].identity != c.call.IdentityDigest {
+				held = append(held, es[i])
+			}
+		}
+	}
+	return gated, held
+}
+
+// split sorts calls that arrived late (after the check looked) as pool
+// does.
+func (f *Funnel) split(c *check, late []*entry) (gated, held []*entry) {
+	judge := f.judgeMaySee(c)
+	for _, e := range late {
+		switch {
+		case e.tool != c.req.Tool:
+		case !c.pol.IdentityGate || e.identity == c.call.IdentityDigest:
+			gated = append(gated, e)
+		case judge && len(held) < f.cfg.TopK:
+			held = append(held, e)
+		}
+	}
+	return gated, held
+}
+
+// judgeMaySee: earlier calls whose identity fields differ from the call's
+// only in values no typed rule read may go to the judge.
+func (f *Funnel) judgeMaySee(c *check) bool {
+	return f.judge != nil && c.pol.Judge && len(c.call.UnparsedPaths()) > 0
+}
+
+// semantic compares the call with gated and held calls and decides, or
+// reports that the call goes on to the claim. Without a candidate nothing
+// is embedded.
+func (f *Funnel) semantic(ctx, bctx context.Context, c *check, s *session, gated, held []*entry) (bool, error) {
+	gated = slices.DeleteFunc(gated, func(e *entry) bool { return !f.eligible(c, e) })
+	held = slices.DeleteFunc(held, func(e *entry) bool { return !f.eligible(c, e) })
+	if len(gated) == 0 && len(held) == 0 {
+		return false, nil
+	}
+	if !c.call.HasText() {
+		cands, err := f.identityCandidates(ctx, c, s, gated, held)
+		if err != nil {
+			return false, err
+		}
+		return f.decideCandidates(ctx, bctx, c, cands)
+	}
+	if f.enc == nil {
+		c.note("%d earlier call(s) of this tool with equal identity fields have text; no embedder is configured to compare it", len(gated))
+		return false, nil
+	}
+	return f.textStage(ctx, bctx, c, s, gated, held)
+}
+
+// pending is a candidate whose vectors are known (vecs) or coming (fl).
+type pending struct {
+	e       *entry
+	held    bool
+	vecs    [][]float32
+	fl      *flight
+	got     ledger.Claim
+	fetched bool
+}
+
+// textStage embeds the call (and candidates whose embedding is not known
+// yet), compares, and decides. A candidate that passed the gate and could
+// not be compared makes the policy's Uncompared fallback decide, unless
+// another candidate decided first.
+func (f *Funnel) textStage(ctx, bctx context.Context, c *check, s *session, gated, held []*entry) (bool, error) {
+	own, err := f.embedOwn(c)
+	if err != nil {
+		if why, ok := f.whyNot(ctx, bctx, err); ok {
+			s.mu.Lock()
+			gated = slices.DeleteFunc(gated, func(e *entry) bool { return e.text == textNone })
+			s.mu.Unlock()
+			return f.uncompared(ctx, c, gated, why)
+		}
+		return false, err
+	}
+	var (
+		items       []pending
+		notCompared []*entry // gated candidates
+		why         string
+		onDemand    int
+	)
+	miss := func(p pending, reason string) {
+		if !p.held {
+			notCompared = append(notCompared, p.e)
+			if why == "" {
+				why = reason
+			}
+		}
+	}
+	for i, e := range slices.Concat(gated, held) {
+		p := pending{e: e, held: i >= len(gated)}
+		s.mu.Lock()
+		p.vecs, p.fl = e.vecs, e.fl
+		text := e.text
+		s.mu.Unlock()
+		switch {
+		case p.vecs != nil || p.fl != nil:
+			items = append(items, p)
+			continue
+		case text == textNone:
+			continue
+		}
+		// Neither known nor coming: read the record, which may hold it.
+		got, ok, err := f.live(ctx, c, e.key)
+		if err != nil {
+			return false, err
+		}
+		if !ok {
+			continue
+		}
+		p.got, p.fetched = got, true
+		if got.Record.EmbeddingModel == f.model {
+			if w := windowsOf(got.Record.Embedding, f.dim); len(w) > 0 {
+				s.mu.Lock()
+				e.vecs, e.text = w, textSome
+				s.mu.Unlock()
+				p.vecs = w
+				items = append(items, p)
+				continue
+			}
+		}
+		earlier := f.earlierCall(c, &got.Record)
+		switch {
+		case earlier == nil:
+			miss(p, "its record could not be read back")
+			continue
+		case !earlier.HasText():
+			s.mu.Lock()
+			e.text = textNone
+			s.mu.Unlock()
+			continue
+		case onDemand >= f.cfg.TopK:
+			miss(p, fmt.Sprintf("more than %d earlier calls had no embedding yet", f.cfg.TopK))
+			continue
+		}
+		onDemand++
+		s.mu.Lock()
+		p.fl, err = f.embedEntry(s, c.req.Tenant, e, earlier.TextView(), true, c.deadline)
+		s.mu.Unlock()
+		if err != nil {
+			r, ok := f.whyNot(ctx, bctx, err)
+			if !ok {
+				return false, err
+			}
+			miss(p, r)
+			continue
+		}
+		items = append(items, p)
+	}
+
+	windows, err := own.wait(bctx)
+	if err != nil {
+		c.lap("embed")
+		if r, ok := f.whyNot(ctx, bctx, err); ok {
+			for _, p := range items {
+				miss(p, r)
+			}
+			if len(notCompared) == 0 {
+				return false, nil // no gated candidate counts: nothing was left uncompared
+			}
+			why = r // the call itself was not embedded: nothing was compared
+			return f.uncompared(ctx, c, notCompared, why)
+		}
+		return false, err
+	}
+	c.windows = windows
+	for i := range items {
+		p := &items[i]
+		if p.vecs != nil {
+			continue
+		}
+		if p.vecs, err = p.fl.wait(bctx); err != nil {
+			p.vecs = nil
+			r, ok := f.whyNot(ctx, bctx, err)
+			if !ok {
+				return false, err
+			}
+			miss(*p, r)
+		}
+	}
+	c.lap("embed")
+
+	var cands []candidate
+	nheld := 0
+	for _, p := range items {
+		if p.vecs == nil {
+			continue
+		}
+		sim := f.compare(c, c.windows, p.vecs)
+		if p.held {
+			if sim < c.pol.AmbiguousThreshold || !f.unparsedOnly(ctx, c, p.e) {
+				continue
+			}
+			sim = math.Min(sim, math.Nextafter(c.pol.DuplicateThreshold, 0))
+			nheld++
+		}
+		cands = append(cands, candidate{e: p.e, score: sim, got: p.got, fetched: p.fetched})
+	}
+	f.noteHeld(c, nheld)
+	slices.SortStableFunc(cands, func(a, b candidate) int {
+		switch {
+		case a.score > b.score:
+			return -1
+		case a.score < b.score:
+			return 1
+		}
+		return 0
+	})
+	c.lap("search")
+	done, err := f.decideCandidates(ctx, bctx, c, cands)
+	if err != nil || done || len(notCompared) == 0 {
+		return done, err
+	}
+	return f.uncompared(ctx, c, notCompared, why)
+}
+
+// whyNot names why an embedding could not be had in time, or reports
+// false when err is not that kind of failure (the caller's own ctx ended,
+// the funnel is closing): then err goes back to the caller.
+func (f *Funnel) whyNot(ctx, bctx context.Context, err error) (string, bool) {
+	switch {
+	case ctx.Err() != nil, errors.Is(err, errClosed):
+		return "", false
+	case errors.Is(err, errQueueFull):
+		return "the encoder queue is full", true
+	case errors.Is(err, errTooLate):
+		return "budget (the encoder queue could not embed it in time)", true
+	case bctx.Err() != nil:
+		return "budget", true
+	}
+	return "encoder error: " + err.Error(), true
+}
+
+// compare is the cosine of two text views embedded window by window: the
+// lowest over aligned windows. Views of a different number of windows
+// differ in text the encoder saw in one and not the other, so they are
+// held below the duplicate threshold: at most the judge may call them the
+// same.
+func (f *Funnel) compare(c *check, a, b [][]float32) float64 {
+	n := min(len(a), len(b))
+	sim := 1.0
+	for i := range n {
+		sim = math.Min(sim, dot(a[i], b[i]))
+	}
+	if len(a) != len(b) {
+		sim = math.Min(sim, math.Nextafter(c.pol.DuplicateThreshold, 0))
+	}
+	return sim
+}
+
+func dot(a, b []float32) float64 {
+	var s float64
+	for i := range a {
+		s += float64(a[i]) * float64(b[i])
+	}
+	return s
+}
+
+// identityCandidates: for a call without text, the gated calls without
+// text, newest first; after them, held calls that differ only in identity
+// values no typed rule read, at the bottom of the ambiguous band: only the
+// judge may call them the same.
+func (f *Funnel) identityCandidates(ctx context.Context, c *check, s *session, gated, held []*entry) ([]candidate, error) {
+	var cands []candidate
+	for i := len(gated) - 1; i >= 0; i-- {
+		e := gated[i]
+		if e.identity != c.call.IdentityDigest {
+			continue // a policy without the gate: calls without text still need equal identity
+		}
+		s.mu.Lock()
+		text := e.text
+		s.mu.Unlock()
+		if text == textSome {
+			continue
+		}
+		cd := candidate{e: e, score: 1}
+		if text == textUnknown {
+			got, ok, err := f.live(ctx, c, e.key)
+			if err != nil {
+				return nil, err
+			}
+			if !ok {
+				continue
+			}
+			earlier := f.earlierCall(c, &got.Record)
+			if earlier == nil {
+				continue
+			}
+			s.mu.Lock()
+			e.text = textNone
+			if earlier.HasText() {
+				e.text = textSome
+			}
+			s.mu.Unlock()
+			if earlier.HasText() {
+				continue
+			}
+			cd.got, cd.fetched = got, true
+		}
+		cands = append(cands, cd)
+	}
+	n := 0
+	for i := len(held) - 1; i >= 0; i-- {
+		if f.unparsedOnly(ctx, c, held[i]) {
+			cands = append(cands, candidate{e: held[i], score: c.pol.AmbiguousThreshold})
+			n++
+		}
+	}
+	f.noteHeld(c, n)
+	return cands, nil
+}
+
+// unparsedOnly reports whether the earlier call e differs from the call
+// only in identity strings that no typed rule of canon read (equal
+// canon.Call.TypedDigest, unequal IdentityDigest): "SF" for "San
+// Francisco" is a restatement the identity gate cannot see and a
+// configured judge may. Without a judge, or on any error reading e's
+// record, it is false: the gate's answer stands.
+func (f *Funnel) unparsedOnly(ctx context.Context, c *check, e *entry) bool {
+	if !f.judgeMaySee(c) {
+		return false
+	}
+	got, err := f.ledger.Get(ctx, c.req.Tenant, e.key)
+	if err != nil {
+		return false
+	}
+	earlier := f.earlierCall(c, &got.Record)
+	return earlier != nil && earlier.TypedDigest == c.call.TypedDigest
+}
+
+// noteHeld says how many earlier calls were kept for the judge by
+// unparsedOnly, naming the fields (never their values).
+func (f *Funnel) noteHeld(c *check, held int) {
+	if held > 0 {
+		c.note("%d earlier call(s) differ only in identity values no typed rule read (%s): held for the judge",
+			held, strings.Join(c.call.UnparsedPaths(), ", "))
+	}
+}
+
+// decideCandidates applies the thresholds, the judge and the policy.
+func (f *Funnel) decideCandidates(ctx, bctx context.Context, c *check, cands []candidate) (bool, error) {
+	var ambiguous *candidate
+	for i := range cands {
+		cd := &cands[i]
+		if cd.score < c.pol.AmbiguousThreshold {
+			break
+		}
+		got, ok := cd.got, cd.fetched
+		if !cd.fetched {
+			var err error
+			if got, ok, err = f.live(ctx, c, cd.e.key); err != nil {
+				return false, err
+			}
+		}
+		if !ok {
+			continue
+		}
+		var earlier *canon.Call // the candidate's call, read once for both uses below
+		if cd.score >= c.pol.DuplicateThreshold {
+			earlier = f.earlierCall(c, &got.Record)
+			if kind := f.contrastWith(c, earlier); kind != "" {
+				cd.score = math.Nextafter(c.pol.DuplicateThreshold, 0)
+				c.note("the earlier call's text differs in %s: held below the duplicate threshold", kind)
+			}
+		}
+		if cd.score >= c.pol.DuplicateThreshold {
+			c.res.Stage = StageSemantic
+			f.noteRestated(c, earlier)
+			reason := fmt.Sprintf("a call of the same tool with equal identity fields and text similarity %.3f (≥ %.2f) was made in this session", cd.score, c.pol.DuplicateThreshold)
+			if !c.call.HasText() {
+				reason = "a call of the same tool with equal identity fields (and no text to compare) was made in this session"
+			}
+			return f.onDuplicate(ctx, c, got, cd.score, reason)
+		}
+		if ambiguous == nil {
+			ambiguous = cd
+			c.res.Match = matchOf(&got.Record, cd.score)
+			if done, err := f.judgeStage(ctx, bctx, c, cd, got); err != nil || done {
+				return done, err
+			}
+		}
+	}
+	return false, nil
+}
+
+// noteRestated says which identity values of the call restate the earlier
+// call's in another spelling (`date: date "March 14th" = "2019-03-14"`), so
+// the answer shows why the identity gate let it through. The notes hold
+// argument values: they go to the caller, never to the log.
+func (f *Funnel) noteRestated(c *check, earlier *canon.Call) {
+	if earlier == nil || earlier.IdentityDigest != c.call.IdentityDigest {
+		return
+	}
+	for _, line := range canon.TypedEqualities(c.call, earlier) {
+		c.note("identity restated: %s", line)
+	}
+}
+
+// contrastWith names how the call's text contradicts the earlier call's
+// (see contrast), or "" when it does not; earlier is nil when the record's
+// call could not be read.
+func (f *Funnel) contrastWith(c *check, earlier *canon.Call) string {
+	if !c.call.HasText() {
+		return ""
+	}
+	if earlier == nil {
+		return "an unreadable record" // cannot tell: the embedding alone must not decide
+	}
+	return contrast(c.call.TextView(), earlier.TextView())
+}
+
+// earlierCall reads a record's call back, or nil when it cannot. The
+// record keeps no reference date: the call is read against the check's,
+// and that reading stands when it gives the identity digest the record
+// was written with (the earlier call was made on the same day, or has no
+// relative dates); otherwise its relative dates stay strings.
+func (f *Funnel) earlierCall(c *check, r *ledger.Record) *canon.Call {
+	if !c.today.IsZero() {
+		if call, err := f.canon.CanonicalizeOn(r.Tool, r.Canonical, c.today); err == nil && call.IdentityDigest == r.Identity {
+			return call
+		}
+	}
+	call, err := f.canon.Canonicalize(r.Tool, r.Canonical)
+	if err != nil {
+		return nil
+	}
+	return call
+}
+
+// uncompared decides for a check whose candidates es (calls of the tool
+// with equal identity fields, in arrival order) could not be compared, for
+// the reason why; es is nil when the session's calls are not known yet.
+// Only candidates whose effect counts matter: the newest TopK are read
+// (any beyond count without being read). The policy's Uncompared fallback
+// decides: confirm asks, execute lets the call go on to its claim; both
+// say so.
+func (f *Funnel) uncompared(ctx context.Context, c *check, es []*entry, why string) (bool, error) {
+	var (
+		newest *ledger.Record
+		keys   []string
+		counts int
+	)
+	for i := len(es) - 1; i >= 0; i-- {
+		if len(es)-1-i >= f.cfg.TopK {
+			counts += i + 1
+			break
+		}
+		got, ok, err := f.live(ctx, c, es[i].key)
+		if err != nil {
+			return false, err
+		}
+		if !ok {
+			continue
+		}
+		if newest == nil {
+			newest = &got.Record
+		}
+		keys = append(keys, es[i].key)
+		counts++
+	}
+	if es != nil && counts == 0 {
+		return false, nil // none of them counts: nothing was left uncompared
+	}
+	c.res.NotCompared = &NotCompared{Reason: why, Keys: keys}
+	if strings.HasPrefix(why, "budget") {
+		c.res.BudgetExceeded = true
+	}
+	var what string // what was left uncompared, and why
+	if es == nil {
+		what = why
+	} else {
+		what = fmt.Sprintf("%d earlier call(s) of this tool with equal identity fields", counts)
+		if len(keys) > 0 {
+			what += " (" + strings.Join(keys, ", ") + ")"
+		}
+		what += " could not be compared with this call (" + why + ")"
+	}
+	c.note("not compared: %s", what)
+	if newest != nil {
+		c.res.Match = matchOf(newest, 0)
+	}
+	if c.pol.uncompared() == FallbackConfirm {
+		c.res.Decision, c.res.Stage = Confirm, StageSemantic
+		c.res.Reason = what + ": confirm before executing"
+		return true, nil
+	}
+	c.res.Reason = what + "; the policy executes"
+	return false, nil
+}

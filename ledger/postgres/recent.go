@@ -1,0 +1,43 @@
+package postgres
+
+import (
+	"context"
+
+	"github.com/idem-dev/idem/ledger"
+)
+
+var _ ledger.RecentSessionsStore = (*Store)(nil)
+
+// RecentSessions implements ledger.RecentSessionsStore: a session's
+// counter row is kept as long as its longest-kept record, so the rows kept
+// longest belong to the sessions most recently written.
+func (s *Store) RecentSessions(ctx context.Context, limit int) ([]ledger.SessionRef, error) {
+	for attempt := 1; ; attempt++ {
+		out, err := s.recentSessions(ctx, limit)
+		if err == nil {
+			return out, nil
+		}
+		if attempt == 1 && s.reconnect(err, true) {
+			continue
+		}
+		return nil, s.fail("recent sessions", err)
+	}
+}
+
+func (s *Store) recentSessions(ctx context.Context, limit int) ([]ledger.SessionRef, error) {
+	rows, err := s.pool.Query(ctx, `SELECT tenant, session FROM idem_sessions
+		ORDER BY retain_until DESC, tenant, session LIMIT $1`, int64(limit))
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []ledger.SessionRef
+	for rows.Next() {
+		var r ledger.SessionRef
+		if err := rows.Scan(&r.Tenant, &r.Session); err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
