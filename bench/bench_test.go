@@ -136,7 +136,7 @@ func TestServerReplay(t *testing.T) {
 	}
 	hs := httptest.NewServer(srv.Handler())
 	defer hs.Close()
-	sc, err := NewServerChecker(client.DefaultConfig(hs.URL))
+	sc, err := NewServerChecker(client.DefaultConfig(hs.URL), "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,6 +155,9 @@ func TestServerReplay(t *testing.T) {
 	for i, er := range r.Results {
 		if lr := local.Results[i]; er.Decision.Decision != lr.Decision.Decision || er.Stage != lr.Stage {
 			t.Errorf("line %d over HTTP: %s/%s, in-process %s/%s", er.Line, er.Decision.Decision, er.Stage, lr.Decision.Decision, lr.Stage)
+		} else if er.Decision.Key != lr.Decision.Key || er.Decision.MatchKey != lr.Decision.MatchKey {
+			// Sent under the run id's prefix, reported without it.
+			t.Errorf("line %d over HTTP: key %q match %q, in-process %q %q", er.Line, er.Decision.Key, er.Decision.MatchKey, lr.Decision.Key, lr.Decision.MatchKey)
 		}
 	}
 	if m := r.Overall; m.TP != 8 || m.FP != 1 || m.FN != 1 || m.TN != 12 || m.Errors != 0 {

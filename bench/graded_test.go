@@ -2,6 +2,7 @@ package bench
 
 import (
 	"fmt"
+	"github.com/idem-dev/idem/internal/publicdata"
 	"os"
 	"path/filepath"
 	"testing"
@@ -168,10 +169,7 @@ func readSet(t testing.TB, dir string) *Set {
 // import --limit 20000 sgd ….
 func importSGDSplit(t testing.TB, split string) *Set {
 	t.Helper()
-	src := filepath.Join(upstream, "sgd", "derived", "sgd_transactional_calls_"+split+".jsonl")
-	if _, err := os.Stat(src); err != nil {
-		t.Skipf("needs ../shared/data/upstream/sgd (CI lays ../shared beside the checkout): %v", err)
-	}
+	src := publicdata.Path(t, "upstream", "sgd", "derived", "sgd_transactional_calls_"+split+".jsonl")
 	out := filepath.Join(t.TempDir(), "sgd-"+split)
 	if _, err := sgdImporter.Import(ImportConfig{Src: src, Out: out, Limit: 20000}); err != nil {
 		t.Fatal(err)

@@ -27,6 +27,51 @@ type svg struct {
 	x0, x1 float64
 	y0, y1 float64
 	logX   bool
+	labels []labelBox // threshold labels placed so far
+}
+
+// labelBox is where a threshold label sits: a row below the top of the
+// plot and the horizontal extent of its text.
+type labelBox struct {
+	row    int
+	x0, x1 float64
+}
+
+// Label metrics: a 10 px label is drawn at most labelCharW wide per
+// character (an over-estimate for the usual sans-serif faces), rows of
+// labels labelRowH apart.
+const (
+	labelFont  = 10.0
+	labelCharW = 6.5
+	labelRowH  = 12.0
+)
+
+// placeLabel places the label of a threshold drawn at x: left of the line
+// (right-aligned), or right of it where the left has no room, on the first
+// row where it overlaps no earlier label. It records the label and
+// returns the text's x, anchor and baseline.
+func (s *svg) placeLabel(x float64, text string) (tx float64, anchor string, y float64) {
+	w := float64(len([]rune(text))) * labelCharW
+	tx, anchor = x-2, "end"
+	b := labelBox{x0: tx - w - 2, x1: tx + 2}
+	if b.x0 < padL {
+		tx, anchor = x+2, "start"
+		b = labelBox{x0: tx - 2, x1: tx + w + 2}
+	}
+	for row := 0; ; row++ {
+		free := true
+		for _, l := range s.labels {
+			if l.row == row && l.x0 < b.x1 && b.x0 < l.x1 {
+				free = false
+				break
+			}
+		}
+		if free {
+			b.row = row
+			s.labels = append(s.labels, b)
+			return tx, anchor, padT + labelFont + float64(row)*labelRowH
+		}
+	}
 }
 
 func newSVG(name, title string, x0, x1, y0, y1 float64, logX bool) *svg {
@@ -68,15 +113,41 @@ func (s *svg) axes(xlabel, ylabel string, xticks []float64, xfmt func(float64) s
 	fmt.Fprintf(&s.b, `<text x="12" y="%g" font-size="11" text-anchor="middle" transform="rotate(-90 12 %g)">%s</text>`, (padT+chartH-padB)/2, (padT+chartH-padB)/2, html.EscapeString(ylabel))
 }
 
+// vline draws a threshold and its label, the label on the first row where
+// it overlaps no other threshold's label (two thresholds at one value get
+// a label each, one under the other).
 func (s *svg) vline(x float64, color, label string) {
 	if x < s.x0 || x > s.x1 {
 		return
 	}
-	fmt.Fprintf(&s.b, `<line class="threshold" x1="%.1f" y1="%g" x2="%.1f" y2="%g" stroke="%s" stroke-dasharray="4 3" stroke-width="1.5"/><text x="%.1f" y="%g" font-size="10" fill="%s" text-anchor="end">%s</text>`,
-		s.px(x), padT, s.px(x), s.py(s.y0), color, s.px(x)-2, padT+10, color, html.EscapeString(label))
+	tx, anchor, y := s.placeLabel(s.px(x), label)
+	fmt.Fprintf(&s.b, `<line class="threshold" x1="%.1f" y1="%g" x2="%.1f" y2="%g" stroke="%s" stroke-dasharray="4 3" stroke-width="1.5"/><text class="threshold-label" x="%.1f" y="%g" font-size="%g" fill="%s" text-anchor="%s" stroke="#fff" stroke-width="3" paint-order="stroke">%s</text>`,
+		s.px(x), padT, s.px(x), s.py(s.y0), color, tx, y, labelFont, color, anchor, html.EscapeString(label))
+}
+
+// empty writes why the chart has nothing to draw, in its middle, a line
+// of text per line of why.
+func (s *svg) empty(why string) {
+	lines := strings.Split(why, "\n")
+	x, y := (padL+chartW-padR)/2, (padT+chartH-padB)/2-float64(len(lines)-1)*8
+	fmt.Fprintf(&s.b, `<text class="empty-reason" x="%g" y="%g" font-size="12" fill="#555" text-anchor="middle">`, x, y)
+	for i, l := range lines {
+		dy := 0.0
+		if i > 0 {
+			dy = 16
+		}
+		fmt.Fprintf(&s.b, `<tspan x="%g" dy="%g">%s</tspan>`, x, dy, html.EscapeString(l))
+	}
+	s.b.WriteString(`</text>`)
 }
 
 func (s *svg) polyline(xs, ys []float64, color, dash string) {
+	s.polylineW(xs, ys, color, dash, 1.8, 1, "")
+}
+
+// polylineW draws a series of the given width and opacity; name, when
+// set, becomes its data-series attribute.
+func (s *svg) polylineW(xs, ys []float64, color, dash string, width, opacity float64, name string) {
 	var pts strings.Builder
 	for i := range xs {
 		if math.IsNaN(ys[i]) {
@@ -84,14 +155,28 @@ func (s *svg) polyline(xs, ys []float64, color, dash string) {
 		}
 		fmt.Fprintf(&pts, "%.1f,%.1f ", s.px(xs[i]), s.py(ys[i]))
 	}
-	fmt.Fprintf(&s.b, `<polyline class="series" points="%s" fill="none" stroke="%s" stroke-width="1.8" stroke-dasharray="%s"/>`, strings.TrimSpace(pts.String()), color, dash)
+	attr := ""
+	if name != "" {
+		attr = fmt.Sprintf(` data-series="%s"`, html.EscapeString(name))
+	}
+	fmt.Fprintf(&s.b, `<polyline class="series"%s points="%s" fill="none" stroke="%s" stroke-width="%g" stroke-opacity="%g" stroke-dasharray="%s" stroke-linejoin="round"/>`,
+		attr, strings.TrimSpace(pts.String()), color, width, opacity, dash)
 }
 
 func (s *svg) legend(items []string, colors []string) {
+	s.legendO(items, colors, nil)
+}
+
+// legendO is legend with a swatch opacity per item (nil: all opaque).
+func (s *svg) legendO(items []string, colors []string, opacity []float64) {
 	x := chartW - padR + 10
 	for i, it := range items {
 		y := padT + float64(i)*14
-		fmt.Fprintf(&s.b, `<rect x="%g" y="%g" width="10" height="8" fill="%s"/><text x="%g" y="%g" font-size="10">%s</text>`, x, y, colors[i], x+14, y+8, html.EscapeString(it))
+		o := 1.0
+		if opacity != nil {
+			o = opacity[i]
+		}
+		fmt.Fprintf(&s.b, `<rect x="%g" y="%g" width="10" height="8" fill="%s" fill-opacity="%g"/><text class="legend" x="%g" y="%g" font-size="10">%s</text>`, x, y, colors[i], o, x+14, y+8, html.EscapeString(it))
 	}
 }
 
@@ -173,10 +258,20 @@ func prSVG(sw Sweep, funnelT, baselineT float64) string {
 	}
 	prec := func(p PR) *float64 { return p.Precision }
 	rec := func(p PR) *float64 { return p.Recall }
-	s.polyline(sw.Thresholds, series(sw.Funnel, prec), palette[0], "")
-	s.polyline(sw.Thresholds, series(sw.Funnel, rec), palette[0], "5 3")
-	s.polyline(sw.Thresholds, series(sw.Baseline, prec), palette[3], "")
-	s.polyline(sw.Thresholds, series(sw.Baseline, rec), palette[3], "5 3")
+	defined := false
+	for _, prs := range [][]PR{sw.Funnel, sw.Baseline} {
+		for _, p := range prs {
+			defined = defined || p.Precision != nil || p.Recall != nil
+		}
+	}
+	if !defined {
+		s.empty(emptyPR)
+	} else {
+		s.polyline(sw.Thresholds, series(sw.Funnel, prec), palette[0], "")
+		s.polyline(sw.Thresholds, series(sw.Funnel, rec), palette[0], "5 3")
+		s.polyline(sw.Thresholds, series(sw.Baseline, prec), palette[3], "")
+		s.polyline(sw.Thresholds, series(sw.Baseline, rec), palette[3], "5 3")
+	}
 	s.vline(funnelT, palette[0], fmt.Sprintf("funnel %.2f", funnelT))
 	s.vline(baselineT, palette[3], fmt.Sprintf("baseline %.2f", baselineT))
 	s.legend([]string{"funnel precision", "funnel recall (dashed)", "baseline precision", "baseline recall (dashed)"}, []string{palette[0], palette[0], palette[3], palette[3]})
@@ -202,33 +297,51 @@ func cdfSVG(lat map[string]Latency, budgetMS float64) string {
 			return fmt.Sprintf("%gµs", v)
 		}
 	}, []float64{0, 0.25, 0.5, 0.75, 1})
-	var names, colors []string
-	for i, k := range sortedKeys(lat) {
-		l := lat[k]
-		if l.N == 0 {
-			continue
-		}
-		color := palette[i%len(palette)]
-		xs := make([]float64, 0, 2*len(l.Sorted))
-		ys := make([]float64, 0, 2*len(l.Sorted))
+	cdf := func(l Latency) (xs, ys []float64) {
+		// From 0 at the fastest check, so that even one check draws a step.
+		xs, ys = append(xs, math.Max(1, float64(l.Sorted[0]))), append(ys, 0)
 		step := max(1, len(l.Sorted)/400)
 		for j := 0; j < len(l.Sorted); j += step {
 			xs = append(xs, math.Max(1, float64(l.Sorted[j])))
 			ys = append(ys, float64(j+1)/float64(len(l.Sorted)))
 		}
-		xs = append(xs, math.Max(1, float64(l.Max)))
-		ys = append(ys, 1)
-		dash := ""
-		if k == "total" {
-			dash = "6 2"
+		return append(xs, math.Max(1, float64(l.Max))), append(ys, 1)
+	}
+	var names, colors []string
+	var opacity []float64
+	// The total first, as a wide pale band: the stage that dominates it
+	// (embed, on free text) is drawn on top, inside the band, and both stay
+	// visible where they coincide.
+	if l := lat["total"]; l.N > 0 {
+		xs, ys := cdf(l)
+		s.polylineW(xs, ys, totalColor, "", 7, totalOpacity, "total")
+		names, colors, opacity = append(names, fmt.Sprintf("total (n=%d), wide band", l.N)), append(colors, totalColor), append(opacity, totalOpacity)
+	}
+	i := 0
+	for _, k := range sortedKeys(lat) {
+		l := lat[k]
+		if l.N == 0 || k == "total" {
+			continue
 		}
-		s.polyline(xs, ys, color, dash)
-		names, colors = append(names, fmt.Sprintf("%s (n=%d)", k, l.N)), append(colors, color)
+		color := palette[i%len(palette)]
+		i++
+		xs, ys := cdf(l)
+		s.polylineW(xs, ys, color, "", 1.8, 1, k)
+		names, colors, opacity = append(names, fmt.Sprintf("%s (n=%d)", k, l.N)), append(colors, color), append(opacity, 1)
+	}
+	if len(names) == 0 {
+		s.empty("no latency to show: no check was timed")
 	}
 	s.vline(budgetMS*1000, "#000", fmt.Sprintf("budget %g ms", budgetMS))
-	s.legend(names, colors)
+	s.legendO(names, colors, opacity)
 	return s.String()
 }
+
+// The total latency's band in the CDF.
+const (
+	totalColor   = "#000"
+	totalOpacity = 0.22
+)
 
 var page = template.Must(template.New("report").Parse(`<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>idem bench — {{.R.Set}}</title>
@@ -251,12 +364,28 @@ svg.chart{border:1px solid #ddd}
 <h2>Charts</h2>
 <div class="charts">{{range .Charts}}{{.}}{{end}}</div>
 <script>
+// Marks each chart rendered (laid out with its shapes), empty (laid out,
+// saying why it has nothing to draw) or no; counts the pairs of labels
+// (thresholds, legend) drawn over each other.
+let overlaps = 0;
+const boxes = [];
 for (const s of document.querySelectorAll('svg.chart')) {
   const b = s.getBoundingClientRect();
   const shapes = s.querySelectorAll('polyline.series, rect.bar').length;
-  s.setAttribute('data-rendered', b.width > 0 && b.height > 0 && shapes > 0 ? 'yes' : 'no');
+  const why = s.querySelector('text.empty-reason');
+  s.setAttribute('data-rendered', b.width > 0 && b.height > 0 ? (shapes > 0 ? 'yes' : why ? 'empty' : 'no') : 'no');
+  const labels = [...s.querySelectorAll('text.threshold-label, text.legend')].map(t => t.getBoundingClientRect());
+  for (let i = 0; i < labels.length; i++) {
+    for (let j = i + 1; j < labels.length; j++) {
+      const a = labels[i], c = labels[j];
+      if (a.left < c.right && c.left < a.right && a.top < c.bottom && c.top < a.bottom) overlaps++;
+    }
+  }
+  boxes.push(...[...s.querySelectorAll('text.threshold-label')].map(t => { const r = t.getBoundingClientRect(); return [t.textContent, Math.round(r.left), Math.round(r.top), Math.round(r.right), Math.round(r.bottom)].join(' '); }));
 }
 document.body.setAttribute('data-charts-rendered', document.querySelectorAll('svg.chart[data-rendered="yes"]').length);
+document.body.setAttribute('data-label-overlaps', overlaps);
+document.body.setAttribute('data-threshold-labels', boxes.join('; '));
 </script>
 </body></html>
 `))
@@ -271,6 +400,21 @@ type latRow struct {
 	Name string
 	L    Latency
 	Over string
+}
+
+// Why a chart is empty, as it says.
+const (
+	emptyPR         = "no precision or recall to draw:\nthe set has no labelled duplicates, or no labels"
+	emptyUnlabelled = "no histogram: the set carries no labels (truth),\nso duplicates and distinct calls cannot be told apart"
+	emptyNoPairs    = "no histogram: no labelled event had an earlier call\nof its tool in its session to compare with"
+)
+
+// emptyHistogramSVG stands for the histograms when there is none.
+func emptyHistogramSVG(why string) string {
+	s := newSVG("histogram", "nearest earlier call — similarity histogram", 0, 1, 0, 1, false)
+	s.axes("cosine similarity", "events", []float64{0, 0.5, 1}, func(v float64) string { return fmt.Sprintf("%.1f", v) }, nil)
+	s.empty(why)
+	return s.String()
 }
 
 // maxHistograms bounds the per-tool histograms drawn.
@@ -329,6 +473,13 @@ func (r *Report) WriteHTML(w io.Writer) error {
 			break
 		}
 		charts = append(charts, template.HTML(histogramSVG(h)))
+	}
+	if len(r.Histograms) == 0 {
+		why := emptyNoPairs
+		if !r.Labelled {
+			why = emptyUnlabelled
+		}
+		charts = append(charts, template.HTML(emptyHistogramSVG(why)))
 	}
 	return page.Execute(w, map[string]any{"R": r, "Labelled": labelled(r), "Rows": rows, "Lat": lat, "Charts": charts})
 }

@@ -6,18 +6,15 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-)
 
-// upstream is where CI lays the shared data beside the checkout.
-const upstream = "../../shared/data/upstream"
+	"github.com/idem-dev/idem/internal/publicdata"
+)
 
 // TestImportersRebuildCommittedSets re-imports every committed set from
 // the upstream data and checks that it comes out byte for byte: the
 // committed sets are what the documented commands produce.
 func TestImportersRebuildCommittedSets(t *testing.T) {
-	if _, err := os.Stat(upstream); err != nil {
-		t.Skipf("upstream data not found at %s (CI lays ../shared beside the checkout)", upstream)
-	}
+	upstream := publicdata.Path(t, "upstream")
 	tests := []struct {
 		format, src, set string
 		limit            int

@@ -4,9 +4,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/idem-dev/idem/internal/publicdata"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"sort"
 	"testing"
 )
@@ -15,9 +15,9 @@ import (
 // test when ../shared is not laid out beside the checkout.
 func loadSGDSplit(t testing.TB, split string) []sgdRecord {
 	t.Helper()
-	recs, err := readSGDSplit(split)
+	recs, err := readSGDSplit(t, split)
 	if errors.Is(err, fs.ErrNotExist) {
-		t.Skipf("needs ../shared/data/upstream/sgd (CI lays ../shared beside the checkout): %v", err)
+		t.Fatal(err)
 	}
 	if err != nil {
 		t.Fatal(err)
@@ -31,9 +31,9 @@ func loadSGDSplit(t testing.TB, split string) []sgdRecord {
 // as the replayed traffic's do.
 func sgdSchemaTools(t testing.TB, split string) map[string]ToolConfig {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join(upstream, "sgd", split, "schema.json"))
+	data, err := os.ReadFile(publicdata.Path(t, "upstream", "sgd", split, "schema.json"))
 	if err != nil {
-		t.Skipf("needs ../shared/data/upstream/sgd (CI lays ../shared beside the checkout): %v", err)
+		t.Fatal(err)
 	}
 	var services []struct {
 		Service string `json:"service_name"`

@@ -5,15 +5,16 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/idem-dev/idem/internal/publicdata"
 )
 
-// sgdRecord is one executed call of the SGD derived records (see
-// ../shared/data/upstream/SOURCES.md §4).
+// sgdRecord is one executed call of the SGD derived records (public data,
+// upstream/sgd/derived: see docs/traffic.md).
 type sgdRecord struct {
 	Service    string              `json:"service"`
 	Method     string              `json:"method"`
@@ -28,9 +29,9 @@ func loadSGD(t testing.TB) []sgdRecord {
 	t.Helper()
 	var recs []sgdRecord
 	for _, split := range []string{"train", "dev"} {
-		r, err := readSGDSplit(split)
+		r, err := readSGDSplit(t, split)
 		if err != nil {
-			t.Fatalf("reading SGD derived records (CI lays ../shared beside the checkout): %v", err)
+			t.Fatal(err)
 		}
 		recs = append(recs, r...)
 	}
@@ -38,8 +39,8 @@ func loadSGD(t testing.TB) []sgdRecord {
 }
 
 // readSGDSplit reads one split of the SGD derived records.
-func readSGDSplit(split string) ([]sgdRecord, error) {
-	f, err := os.Open(filepath.Join(upstream, "sgd", "derived", "sgd_transactional_calls_"+split+".jsonl"))
+func readSGDSplit(t testing.TB, split string) ([]sgdRecord, error) {
+	f, err := os.Open(publicdata.Path(t, "upstream", "sgd", "derived", "sgd_transactional_calls_"+split+".jsonl"))
 	if err != nil {
 		return nil, err
 	}

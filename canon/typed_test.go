@@ -10,7 +10,7 @@ import (
 
 // typedCase: two spellings of one field's value (JSON values), and whether
 // the identity gate must find them equal. The surface spellings marked
-// SGD are taken from ../shared/data/upstream/sgd derived records (the
+// SGD are taken from the SGD derived records (public data, upstream/sgd; the
 // user's or the system's words, against the executed canonical value).
 type typedCase struct {
 	name  string

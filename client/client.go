@@ -202,13 +202,17 @@ type Verdict struct {
 
 // Record is a ledger record.
 type Record struct {
-	Key            string          `json:"key"`
-	SessionID      string          `json:"session_id,omitempty"`
-	WorkflowID     string          `json:"workflow_id,omitempty"`
-	StepID         string          `json:"step_id,omitempty"`
-	Tool           string          `json:"tool"`
-	Status         string          `json:"status"`
-	Outcome        string          `json:"outcome"`
+	Key        string `json:"key"`
+	SessionID  string `json:"session_id,omitempty"`
+	WorkflowID string `json:"workflow_id,omitempty"`
+	StepID     string `json:"step_id,omitempty"`
+	Tool       string `json:"tool"`
+	Status     string `json:"status"` // PENDING, SUCCESS or FAILED
+	// NextCheck is what a check of this key would answer now:
+	// in_progress, replay_result (SUCCESS), replay_error (a permanent
+	// failure), execute (a transient failure) or uncertain (the lease ran
+	// out without a result).
+	NextCheck      string          `json:"next_check"`
 	Result         json.RawMessage `json:"result,omitempty"`
 	Error          json.RawMessage `json:"error,omitempty"`
 	ErrorClass     string          `json:"error_class,omitempty"`

@@ -51,11 +51,11 @@ func (f *fake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			io.WriteString(w, `{"type":"about:blank","title":"Conflict","status":409,"detail":"token: stale","field":"token"}`)
 			return
 		}
-		io.WriteString(w, `{"key":"k","tool":"t","status":"SUCCESS","outcome":"duplicate"}`)
+		io.WriteString(w, `{"key":"k","tool":"t","status":"SUCCESS","next_check":"replay_result"}`)
 	case "/v1/fail":
 		f.fails.Add(1)
 		f.lastFail.Store(string(body))
-		io.WriteString(w, `{"key":"k","tool":"t","status":"FAILED","outcome":"retryable"}`)
+		io.WriteString(w, `{"key":"k","tool":"t","status":"FAILED","next_check":"execute"}`)
 	default:
 		http.NotFound(w, r)
 	}

@@ -20,9 +20,11 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/netip"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -547,24 +549,27 @@ func (c *Config) FunnelTools(defs []canon.Tool) map[string]funnel.ToolInfo {
 	return out
 }
 
-// ToolNames lists the tools the config names (the file's and the rules'):
-// the only tool names metrics use as label values.
+// ToolNames lists the tools the config names, sorted: those of the tools
+// file (defs), of tools.rules, and those a policy names exactly (a glob
+// such as "send_*" names none). They are the only tool names metrics use
+// as label values; any other tool is counted as "other".
 func (c *Config) ToolNames(defs []canon.Tool) []string {
-	var out []string
 	seen := map[string]bool{}
 	for _, d := range defs {
-		if !seen[d.Name] {
-			seen[d.Name] = true
-			out = append(out, d.Name)
-		}
+		seen[d.Name] = true
 	}
 	for name := range c.Tools.Rules {
-		if !seen[name] {
-			seen[name] = true
-			out = append(out, name)
+		seen[name] = true
+	}
+	for _, p := range c.Policies {
+		for _, g := range p.Tools {
+			if !strings.ContainsAny(g, `*?[\`) {
+				seen[g] = true
+			}
 		}
 	}
-	return out
+	delete(seen, "")
+	return slices.Sorted(maps.Keys(seen))
 }
 
 // TenantKeys returns the tenant of each key's SHA-256. Call it on a

@@ -2,8 +2,10 @@ package config
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -308,5 +310,81 @@ tools:
 	}
 	if _, err := Load([]byte("typed:\n  readings_off: [shortening]\n"), nil); err == nil || !strings.Contains(err.Error(), "readings_off[0]") {
 		t.Errorf("an unknown reading: %v", err)
+	}
+}
+
+// durationKeys lists the path of every duration key of t ("budget",
+// "store.gc_interval", "policies[0].lease"), found by reflection so that a
+// key added later is covered.
+func durationKeys(t reflect.Type, prefix string) []string {
+	var out []string
+	for i := 0; i < t.NumField(); i++ {
+		name := yamlName(t.Field(i))
+		if name == "" {
+			continue
+		}
+		ft := t.Field(i).Type
+		p := prefix + name
+		switch {
+		case ft == durationType:
+			out = append(out, p)
+		case ft.Kind() == reflect.Struct:
+			out = append(out, durationKeys(ft, p+".")...)
+		case ft.Kind() == reflect.Slice && ft.Elem().Kind() == reflect.Struct:
+			out = append(out, durationKeys(ft.Elem(), p+"[0].")...)
+		}
+	}
+	return out
+}
+
+// yamlAt is a file setting the key at path (as durationKeys spells it) to
+// value, the key on the file's last line.
+func yamlAt(path, value string) string {
+	var b strings.Builder
+	indent := ""
+	parts := strings.Split(path, ".")
+	for i, p := range parts {
+		name, item := strings.CutSuffix(p, "[0]")
+		if i == len(parts)-1 {
+			fmt.Fprintf(&b, "%s%s: %s\n", indent, name, value)
+			break
+		}
+		fmt.Fprintf(&b, "%s%s:\n", indent, name)
+		indent += "  "
+		if item {
+			b.WriteString(indent + "-\n")
+			indent += "  "
+		}
+	}
+	return b.String()
+}
+
+// TestDurationErrorsNameKeyAndLine: a bad value for any duration key
+// ("50xs", a unit missing or misspelt) is reported with its key, its line
+// and the value, never as a bare "time: unknown unit".
+func TestDurationErrorsNameKeyAndLine(t *testing.T) {
+	keys := durationKeys(reflect.TypeFor[Config](), "")
+	for _, want := range []string{"budget", "max_wait", "store.gc_interval", "ledger.lease", "postgres.statement_timeout", "embedder.timeout", "judge.timeout", "policies[0].lease", "policies[0].window"} {
+		if !slices.Contains(keys, want) {
+			t.Fatalf("durationKeys found %v, not %s", keys, want)
+		}
+	}
+	for _, key := range keys {
+		for _, value := range []string{"50xs", `"5q"`, "1d", "fast", "!!str 10 s"} {
+			t.Run(key+"="+value, func(t *testing.T) {
+				data := yamlAt(key, value)
+				_, err := Load([]byte(data), nil)
+				line := strings.Count(data, "\n")
+				want := fmt.Sprintf("line %d: %s: ", line, key)
+				if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "is not a duration") {
+					t.Errorf("Load(%q) = %v, want an error containing %q and \"is not a duration\"", data, err, want)
+				}
+			})
+		}
+	}
+	// Good values still load.
+	cfg, err := Load([]byte(yamlAt("store.gc_interval", "90s")+"budget: 1h30m\n"), nil)
+	if err != nil || cfg.Store.GCInterval != 90*time.Second || cfg.Budget != 90*time.Minute {
+		t.Errorf("good durations: %v, gc_interval %v, budget %v", err, cfg.Store.GCInterval, cfg.Budget)
 	}
 }

@@ -66,6 +66,9 @@ func Load(data []byte, lookupEnv func(string) (string, bool)) (Config, error) {
 				Msg: "YAML aliases (*name) are not supported: write the value out"}
 		}
 		keys = collectKeys(root, "", nil)
+		if err := checkDurations(root); err != nil {
+			return cfg, err
+		}
 		if err := unmarshal(data, &cfg); err != nil {
 			return cfg, yamlError(err, keys)
 		}
@@ -166,6 +169,91 @@ func collectKeys(n ast.Node, prefix string, out []keyPos) []keyPos {
 		out = collectKeys(n.Value, prefix, out)
 	}
 	return out
+}
+
+// checkDurations reports every duration key (budget, store.gc_interval,
+// policies[1].lease, …) whose value time.ParseDuration refuses, naming the
+// key and its line: the YAML decoder's own error for them carries neither.
+func checkDurations(root ast.Node) error {
+	var errs []error
+	walkDurations(root, reflect.TypeFor[Config](), "", &errs)
+	return errors.Join(errs...)
+}
+
+// walkDurations appends to errs the bad durations under n, the node the Go
+// type t decodes, whose key is path.
+func walkDurations(n ast.Node, t reflect.Type, path string, errs *[]error) {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch n := n.(type) {
+	case *ast.MappingNode:
+		for _, v := range n.Values {
+			walkDurations(v, t, path, errs)
+		}
+	case *ast.MappingValueNode:
+		name := n.Key.GetToken().Value
+		var ft reflect.Type
+		switch t.Kind() {
+		case reflect.Struct:
+			for i := 0; i < t.NumField(); i++ {
+				if yamlName(t.Field(i)) == name {
+					ft = t.Field(i).Type
+				}
+			}
+		case reflect.Map:
+			ft = t.Elem()
+		}
+		if ft == nil || n.Value == nil {
+			return // an unknown key: the strict decoder names it
+		}
+		p := name
+		if path != "" {
+			p = path + "." + name
+		}
+		if ft == durationType {
+			if err := badDuration(n.Value, p); err != nil {
+				*errs = append(*errs, err)
+			}
+			return
+		}
+		walkDurations(n.Value, ft, p, errs)
+	case *ast.SequenceNode:
+		if t.Kind() != reflect.Slice {
+			return
+		}
+		for i, v := range n.Values {
+			if v != nil {
+				walkDurations(v, t.Elem(), fmt.Sprintf("%s[%d]", path, i), errs)
+			}
+		}
+	case *ast.TagNode:
+		walkDurations(n.Value, t, path, errs)
+	case *ast.AnchorNode:
+		walkDurations(n.Value, t, path, errs)
+	}
+}
+
+// badDuration is the error for a duration key whose string value does not
+// parse; other values (null, a number) are left to the decoder, whose
+// errors for them carry the line.
+func badDuration(v ast.Node, key string) error {
+	for {
+		tag, ok := v.(*ast.TagNode)
+		if !ok {
+			break
+		}
+		v = tag.Value
+	}
+	sc, ok := v.(*ast.StringNode)
+	if !ok {
+		return nil
+	}
+	if _, err := time.ParseDuration(sc.Value); err != nil {
+		line := v.GetToken().Position.Line
+		return &Error{Key: key, Line: line, Msg: fmt.Sprintf("%q is not a duration: write a number and a unit (ns, us, ms, s, m, h), e.g. 50ms, 5m, 1h30m", sc.Value)}
+	}
+	return nil
 }
 
 // keyAt is the deepest key on line at or before col.

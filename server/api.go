@@ -82,8 +82,8 @@ type Record struct {
 	WorkflowID     string          `json:"workflow_id,omitempty"`
 	StepID         string          `json:"step_id,omitempty"`
 	Tool           string          `json:"tool"`
-	Status         string          `json:"status"`  // PENDING, SUCCESS or FAILED
-	Outcome        string          `json:"outcome"` // what a check of this key finds: in_progress, duplicate, failed_permanent, retryable, uncertain
+	Status         string          `json:"status"`     // PENDING, SUCCESS or FAILED
+	NextCheck      string          `json:"next_check"` // what a check of this key would answer now: see nextCheck
 	Result         json.RawMessage `json:"result,omitempty"`
 	Error          json.RawMessage `json:"error,omitempty"`
 	ErrorClass     string          `json:"error_class,omitempty"`
@@ -107,7 +107,7 @@ type Workflow struct {
 func recordOf(r *ledger.Record, outcome ledger.Outcome) Record {
 	v := Record{
 		Key: r.Key, SessionID: r.Session, WorkflowID: r.Workflow, StepID: r.Step, Tool: r.Tool,
-		Status: r.Status.String(), Outcome: outcome.String(), Result: r.Result, Error: r.Error,
+		Status: r.Status.String(), NextCheck: nextCheck(outcome), Result: r.Result, Error: r.Error,
 		Hash: fmt.Sprintf("%016x", r.Hash), IdentityDigest: fmt.Sprintf("%016x", r.Identity),
 		Attempt: r.Attempt, LeaseUntil: r.LeaseUntil, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
 		RetainUntil: r.RetainUntil, Seq: r.Seq,
@@ -119,6 +119,32 @@ func recordOf(r *ledger.Record, outcome ledger.Outcome) Record {
 		v.Canonical = r.Canonical
 	}
 	return v
+}
+
+// nextCheck names what a check of a record's key would answer now, as the
+// record's next_check field says it. It is not what happened to the call
+// the record holds: a SUCCESS record's call ran once, and replay_result
+// says that a check of its key replays its result (decision duplicate).
+//
+//	in_progress    a live lease: a check waits or answers in_progress
+//	replay_result  SUCCESS: the result is replayed (decision duplicate)
+//	replay_error   a permanent failure: its error is replayed (decision duplicate)
+//	execute        a transient failure: the key may run again
+//	uncertain      a lease that ran out without a result
+func nextCheck(o ledger.Outcome) string {
+	switch o {
+	case ledger.Claimed, ledger.InProgress:
+		return "in_progress"
+	case ledger.Duplicate:
+		return "replay_result"
+	case ledger.FailedPermanent:
+		return "replay_error"
+	case ledger.Retryable:
+		return "execute"
+	case ledger.Uncertain:
+		return "uncertain"
+	}
+	return o.String()
 }
 
 // outcomeOf is what a check at now finds in a record the ledger handed

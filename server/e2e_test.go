@@ -46,7 +46,7 @@ func TestEndpoints(t *testing.T) {
 
 	// The record while it runs: PENDING, in progress, no token.
 	status, _, body := e.raw("GET", "/v1/records/"+url.PathEscape(res.Key), "", "", nil)
-	if status != 200 || strings.Contains(string(body), res.Token) || !strings.Contains(string(body), `"outcome":"in_progress"`) {
+	if status != 200 || strings.Contains(string(body), res.Token) || !strings.Contains(string(body), `"next_check":"in_progress"`) {
 		t.Fatalf("GET record while pending: %d %s", status, body)
 	}
 
@@ -79,7 +79,7 @@ func TestEndpoints(t *testing.T) {
 	if err != nil || r2.Decision != client.Execute {
 		t.Fatalf("charge: %+v %v", r2, err)
 	}
-	if rec, err := c.Fail(ctx, r2.Key, r2.Token, json.RawMessage(`{"error":"timeout"}`), true); err != nil || rec.ErrorClass != "transient" || rec.Outcome != "retryable" {
+	if rec, err := c.Fail(ctx, r2.Key, r2.Token, json.RawMessage(`{"error":"timeout"}`), true); err != nil || rec.ErrorClass != "transient" || rec.NextCheck != "execute" {
 		t.Fatalf("fail transient: %+v %v", rec, err)
 	}
 	t2.Attempt = &client.Attempt{Kind: "transient", Number: 2}
@@ -102,9 +102,9 @@ func TestEndpoints(t *testing.T) {
 	}
 	states := map[string]string{}
 	for _, s := range wf.Steps {
-		states[s.StepID] = s.Status + "/" + s.Outcome
+		states[s.StepID] = s.Status + "/" + s.NextCheck
 	}
-	if states["1"] != "SUCCESS/duplicate" || states["2"] != "FAILED/failed_permanent" || len(wf.Steps) != 2 {
+	if states["1"] != "SUCCESS/replay_result" || states["2"] != "FAILED/replay_error" || len(wf.Steps) != 2 {
 		t.Errorf("workflow: %v", states)
 	}
 

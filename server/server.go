@@ -95,8 +95,8 @@ type Config struct {
 	// MaxWait is the longest wait a check may ask for; it stretches the
 	// write timeout.
 	MaxWait time.Duration
-	// Tools are the tool names metrics may use as label values; any other
-	// tool is counted as "other".
+	// Tools are the tool names metrics may use as label values (the first
+	// MaxToolLabels of them); any other tool is counted as "other".
 	Tools []string
 	// ReadHeaderTimeout, ReadTimeout, WriteTimeout (on top of MaxWait)
 	// and IdleTimeout bound connections.
@@ -108,6 +108,10 @@ type Config struct {
 	// it.
 	Registry *prometheus.Registry
 }
+
+// MaxToolLabels bounds the tool names metrics use as label values, so a
+// huge tools file cannot make /metrics unbounded.
+const MaxToolLabels = 1000
 
 // DefaultConfig returns 127.0.0.1:8080, 4 MiB bodies, waits of up to 30 s
 // and conservative timeouts.
@@ -204,6 +208,10 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		s.reg = prometheus.NewRegistry()
 	}
 	for _, t := range cfg.Tools {
+		if len(s.tools) == MaxToolLabels {
+			s.log.Warn("more tools than metric labels: the rest are counted as tool=\"other\"", "tools", len(cfg.Tools), "labels", MaxToolLabels)
+			break
+		}
 		s.tools[t] = true
 	}
 	m, err := newMetrics(s.reg, deps.CacheStats)

@@ -38,6 +38,8 @@ const benchUsage = `usage: idem bench <run|calibrate|import> ...
         --out DIR               where the reports go (default bench-out/<set>)
         --server URL            replay against a running idem server (tenant from its API key)
         --api-key-env VAR       read the server's API key from environment variable VAR
+        --run-id ID             with --server: prefix sessions, workflows and keys with ID
+                                (default: a random id, so runs against one server never collide)
         --real-time             replay at the speed of t_ms (default: virtual time)
         --config FILE           an idem config file: its policies, typed comparison and tool rules
         --policies FILE         YAML with a policies: list (default: built-in policies; overrides --config's)
@@ -144,6 +146,7 @@ type commonFlags struct {
 	realTime  bool
 	server    string
 	apiKeyEnv string
+	runID     string
 	noBar     bool
 }
 
@@ -156,6 +159,7 @@ func (c *commonFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&c.realTime, "real-time", false, "")
 	fs.StringVar(&c.server, "server", "", "")
 	fs.StringVar(&c.apiKeyEnv, "api-key-env", "", "")
+	fs.StringVar(&c.runID, "run-id", "", "")
 	fs.BoolVar(&c.noBar, "no-progress", false, "")
 }
 
@@ -212,15 +216,17 @@ func replayScore(ctx context.Context, dir string, cfg bench.Config, c *commonFla
 		defer bar.Finish()
 	}
 	var run *bench.Run
+	var runID string
 	if c.server != "" {
 		ccfg := client.DefaultConfig(c.server)
 		if c.apiKeyEnv != "" {
 			ccfg.APIKey = os.Getenv(c.apiKeyEnv)
 		}
-		sc, err := bench.NewServerChecker(ccfg)
+		sc, err := bench.NewServerChecker(ccfg, c.runID)
 		if err != nil {
 			return nil, benchUsageError{err.Error()}
 		}
+		runID = sc.RunID()
 		run, err = bench.ReplayWith(ctx, cfg, sc, set)
 		if err != nil {
 			return nil, err
@@ -234,7 +240,7 @@ func replayScore(ctx context.Context, dir string, cfg bench.Config, c *commonFla
 	}
 	r := bench.Score(a)
 	if c.server != "" {
-		r.Mode = "server " + c.server
+		r.Mode = "server " + c.server + ", run id " + runID
 		if cfg.RealTime {
 			r.Mode += ", real time"
 		}

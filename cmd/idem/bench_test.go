@@ -127,3 +127,45 @@ func TestBenchRunConfig(t *testing.T) {
 		t.Errorf("a missing config: exit %d, %q", code, stderr)
 	}
 }
+
+// TestBenchRunServerTwice replays one set twice against one server: each
+// run's sessions, workflows and keys carry its own run id, so the second
+// run scores as the first instead of finding the first run's calls.
+func TestBenchRunServerTwice(t *testing.T) {
+	url := startServe(t, nil)
+	type report struct {
+		Mode    string                       `json:"mode"`
+		Overall struct{ TP, FP, FN, TN int } `json:"overall"`
+	}
+	runOnce := func() report {
+		out := t.TempDir()
+		code, _, stderr := runBenchCmd(t, "run", "../../bench/testdata/handchecked", "--server", url, "--out", out, "--no-progress")
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, stderr)
+		}
+		data, err := os.ReadFile(filepath.Join(out, "report.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var r report
+		if err := json.Unmarshal(data, &r); err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	first, second := runOnce(), runOnce()
+	if first.Overall != second.Overall {
+		t.Errorf("the second run scored %+v, the first %+v: the runs collided", second.Overall, first.Overall)
+	}
+	if first.Overall.TP+first.Overall.FN != 9 || first.Overall.FP+first.Overall.TN != 13 {
+		t.Errorf("first run %+v: want 9 expected duplicates and 13 expected executions", first.Overall)
+	}
+	if !strings.Contains(first.Mode, "run id bench-") || first.Mode == second.Mode {
+		t.Errorf("modes %q and %q: want each run's own id", first.Mode, second.Mode)
+	}
+	// An explicit run id is used as given, and checked.
+	out := t.TempDir()
+	if code, _, stderr := runBenchCmd(t, "run", "../../bench/testdata/handchecked", "--server", url, "--out", out, "--run-id", "a/b"); code != 2 || !strings.Contains(stderr, "run id") {
+		t.Errorf("--run-id a/b: exit %d %s", code, stderr)
+	}
+}

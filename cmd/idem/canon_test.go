@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -51,10 +52,8 @@ func TestCanonCommandPrintsCanonicalFormAndClasses(t *testing.T) {
 }
 
 func TestCanonCommandUsesToolSchemas(t *testing.T) {
-	tools := filepath.Join("..", "..", "..", "shared", "data", "upstream", "tau-bench", "airline", "tools.json")
-	if _, err := os.Stat(tools); err != nil {
-		t.Fatalf("shared data missing (CI lays ../shared beside the checkout): %v", err)
-	}
+	// tau-bench's airline tools (MIT), as committed with the traffic set.
+	tools := filepath.Join("..", "..", "testdata", "traffic", "tau-airline", "tools.json")
 	code, out, errs := runIdem(t, "", "canon", "--tools", tools, `{"tool":"book_reservation","arguments":{"cabin":"economy","user_id":"mia_li_3668"}}`)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
@@ -108,7 +107,7 @@ func TestCanonCommandRejectsBadInputWithOneLine(t *testing.T) {
 }
 
 func TestVersionAndUnknownCommand(t *testing.T) {
-	if code, out, _ := runIdem(t, "", "version"); code != 0 || !strings.HasPrefix(out, "idem ") {
+	if code, out, _ := runIdem(t, "", "version"); code != 0 || !strings.HasPrefix(out, "idem ") || !strings.Contains(out, runtime.Version()) {
 		t.Errorf("version: exit %d, %q", code, out)
 	}
 	if code, _, errs := runIdem(t, "", "nope"); code != 2 || !strings.Contains(errs, `unknown command "nope"`) {

@@ -100,16 +100,7 @@ func runCheck(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 		res = r
 	} else {
-		base := *serverURL
-		if base == "" {
-			base = os.Getenv("IDEM_SERVER")
-		}
-		if base == "" {
-			base = "http://127.0.0.1:8080"
-		}
-		cc := client.DefaultConfig(base)
-		cc.APIKey = os.Getenv(*keyEnv)
-		c, err := client.New(cc)
+		c, err := apiClient(*serverURL, *keyEnv)
 		if err != nil {
 			return fail(2, "%v", err)
 		}

@@ -6,13 +6,16 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
+	"runtime/debug"
 	"sort"
 	"strings"
 	_ "time/tzdata" // typed.timezone works on hosts without a zoneinfo database
 )
 
-// version is set at build time with -ldflags "-X main.version=…".
-var version = "dev"
+// version, when set at build time with -ldflags "-X main.version=…",
+// replaces the module version the build info holds.
+var version = ""
 
 // A command runs one subcommand. It reads flags from args (without the
 // subcommand's name) and returns the process exit status: 0 on success,
@@ -63,10 +66,53 @@ func usage(w io.Writer) {
 
 func init() {
 	register("version", command{
-		summary: "print the version",
+		summary: "print the version, the commit it was built from and the Go version",
 		run: func(_ []string, _ io.Reader, stdout, _ io.Writer) int {
-			fmt.Fprintf(stdout, "idem %s\n", version)
+			info, _ := debug.ReadBuildInfo()
+			io.WriteString(stdout, versionText(info, version))
 			return 0
 		},
 	})
+}
+
+// versionText describes the build: the module version (override, when
+// set, else the build info's: a tag, a pseudo-version from the commit, or
+// "(devel)"), then the VCS revision, its time and whether the tree had
+// uncommitted changes (go build records them when it builds in a git
+// checkout), and the Go version and platform. info may be nil.
+func versionText(info *debug.BuildInfo, override string) string {
+	v, rev, at, modified, goVersion := override, "", "", "", runtime.Version()
+	if info != nil {
+		if v == "" {
+			v = info.Main.Version
+		}
+		goVersion = info.GoVersion
+		for _, s := range info.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				rev = s.Value
+			case "vcs.time":
+				at = s.Value
+			case "vcs.modified":
+				if s.Value == "true" {
+					modified = " (with uncommitted changes)"
+				}
+			}
+		}
+	}
+	if v == "" {
+		v = "(unknown)"
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "idem %s\n", v)
+	if rev != "" {
+		fmt.Fprintf(&b, "revision %s%s\n", rev, modified)
+	} else {
+		b.WriteString("revision unknown (built outside a git checkout, or with -buildvcs=false)\n")
+	}
+	if at != "" {
+		fmt.Fprintf(&b, "time     %s\n", at)
+	}
+	fmt.Fprintf(&b, "go       %s %s/%s\n", goVersion, runtime.GOOS, runtime.GOARCH)
+	return b.String()
 }

@@ -172,3 +172,50 @@ func TestConfigCommand(t *testing.T) {
 		t.Errorf("key without tenant: exit %d", code)
 	}
 }
+
+// TestServeMetricToolLabels: /metrics labels checks with the tool's name
+// when the config names it (in the tools file, in tools.rules, or exactly
+// in a policy) and as "other" otherwise, so the label stays bounded.
+func TestServeMetricToolLabels(t *testing.T) {
+	dir := t.TempDir()
+	tools := `[{"type":"function","function":{"name":"book_flight","parameters":{"type":"object","properties":{"flight":{"type":"string"}}}}},
+	{"name":"create_issue","inputSchema":{"type":"object","properties":{"title":{"type":"string"}}},"annotations":{"readOnlyHint":false}}]`
+	if err := os.WriteFile(filepath.Join(dir, "tools.json"), []byte(tools), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(dir, "idem.yaml")
+	yaml := "tools:\n  file: tools.json\n  rules:\n    send_email:\n      fields: {body: {class: text}}\n" +
+		"policies:\n  - name: payments\n    tools: [charge_card, refund_*]\n"
+	if err := os.WriteFile(cfg, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	url := startServe(t, map[string]string{"IDEM_EMBEDDER_PROVIDER": "none"}, "--config", cfg)
+	for i, tool := range []string{"book_flight", "create_issue", "send_email", "charge_card", "refund_order", "delete_repo"} {
+		call := fmt.Sprintf(`{"session_id":"s1","workflow_id":"wf","step_id":"%d","tool":%q,"arguments":{"n":%d}}`, i, tool, i)
+		if code, out, errs := runIdem(t, "", "check", "--server", url, call); code != 0 {
+			t.Fatalf("check %s: exit %d %s %s", tool, code, out, errs)
+		}
+	}
+	resp, err := http.Get(url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	label := func(tool string) string {
+		return fmt.Sprintf(`idem_checks_total{decision="execute",stage="new",tenant="default",tool=%q}`, tool)
+	}
+	for tool, want := range map[string]string{
+		"book_flight": "1", "create_issue": "1", "send_email": "1", "charge_card": "1",
+		"other": "2", // refund_order (only a glob names it) and delete_repo
+	} {
+		if !strings.Contains(string(body), label(tool)+" "+want+"\n") {
+			t.Errorf("/metrics lacks %s %s", label(tool), want)
+		}
+	}
+	for _, tool := range []string{"refund_order", "delete_repo"} {
+		if strings.Contains(string(body), `tool="`+tool+`"`) {
+			t.Errorf("/metrics labels %s, which the config does not name", tool)
+		}
+	}
+}
