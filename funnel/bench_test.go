@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/idem-dev/idem/embed"
+	"github.com/idem-dev/idem/internal/publicdata"
 	"github.com/idem-dev/idem/ledger"
 )
 
@@ -19,9 +20,9 @@ import (
 // the kind agents put in text fields.
 func stsSentences(b *testing.B, n int) []string {
 	b.Helper()
-	f, err := os.Open("../../shared/data/upstream/stsb/sts-train.csv")
+	f, err := os.Open(publicdata.Path(b, "upstream", "stsb", "sts-train.csv"))
 	if err != nil {
-		b.Fatalf("STS-B (CI lays ../shared beside the checkout): %v", err)
+		b.Fatal(err)
 	}
 	defer f.Close()
 	seen := map[string]bool{}
