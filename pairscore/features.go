@@ -38,6 +38,12 @@ const (
 	// FLengthRatio is the shorter text's count of distinct content words
 	// over the longer's (1 when both have none).
 	FLengthRatio
+	// FContrastShared is 1 − FUnshared when any of the contrast signals
+	// (negation, numbers, opposite) is there, else 0: a contrast between
+	// texts that otherwise say the same words ("play it without
+	// subtitles" / "with subtitles") decides more than one between texts
+	// that differ anyway.
+	FContrastShared
 	// NumFeatures is the length of a Features vector.
 	NumFeatures
 )
@@ -45,7 +51,7 @@ const (
 // FeatureNames names the features, as the weights file does.
 var FeatureNames = [NumFeatures]string{
 	"cosine", "unshared", "unshared_max", "rare", "capitalised", "quoted",
-	"negation", "numbers", "opposite", "length_ratio",
+	"negation", "numbers", "opposite", "length_ratio", "contrast_shared",
 }
 
 // Features are the measurements of a pair the model weighs.
@@ -133,6 +139,9 @@ func extract(idf *IDF, p Pair, a *analysis, evidence bool) {
 	}
 	if opp != "" {
 		a.f[FOpposite] = 1
+	}
+	if na != nb || len(numA)+len(numB) > 0 || opp != "" {
+		a.f[FContrastShared] = 1 - a.f[FUnshared]
 	}
 	if evidence {
 		byWeight := func(x, y token) int {

@@ -39,7 +39,7 @@ func FuzzParseIDF(f *testing.F) {
 
 func FuzzParseWeights(f *testing.F) {
 	f.Add(weightsJSON)
-	f.Add([]byte(`{"model": "pairscore/logistic-v1", "encoder": "e", "bias": 1, "features": [{"name": "cosine", "weight": 2}]}`))
+	f.Add([]byte(`{"model": "pairscore/logistic-v1", "encoder": "e", "bias": 1, "features": [{"name": "cosine", "weight": 2}], "thresholds": {"duplicate": 0.6, "ambiguous": 0.4, "replay": 0.9}}`))
 	f.Add([]byte(`{"model": "pairscore/logistic-v1", "encoder": "e", "bias": 1, "features": [{"name": "nope", "weight": 2}]}`))
 	f.Add([]byte(`{"model": "x"}`))
 	f.Fuzz(func(t *testing.T, data []byte) {

@@ -62,8 +62,9 @@ type Score struct {
 type Model struct {
 	idf     *IDF
 	bias    float64
-	w       Features
-	encoder string
+	w          Features
+	encoder    string
+	thresholds Thresholds
 }
 
 // New builds a model from an IDF table and weights.
@@ -71,7 +72,7 @@ func New(idf *IDF, w *Weights) (*Model, error) {
 	if idf == nil || w == nil {
 		return nil, fmt.Errorf("%w: no idf table or no weights", ErrWeights)
 	}
-	m := &Model{idf: idf, bias: w.Bias, encoder: w.Encoder}
+	m := &Model{idf: idf, bias: w.Bias, encoder: w.Encoder, thresholds: w.Thresholds}
 	for _, f := range w.Features {
 		i := featureIndex(f.Name)
 		if i < 0 {
@@ -105,6 +106,10 @@ func Default() (*Model, error) { return defaultModel() }
 
 // Encoder names the encoder whose cosines the weights were fitted to.
 func (m *Model) Encoder() string { return m.encoder }
+
+// Thresholds are the default probability thresholds chosen with the
+// weights (see Thresholds).
+func (m *Model) Thresholds() Thresholds { return m.thresholds }
 
 // IDF is the model's word table.
 func (m *Model) IDF() *IDF { return m.idf }
@@ -146,13 +151,13 @@ func (m *Model) differs(a *analysis) []string {
 		}
 		return z < 0
 	}
-	if a.opposite != "" && against(FOpposite) {
+	if a.opposite != "" && against(FOpposite, FContrastShared) {
 		out = append(out, a.opposite)
 	}
-	if len(a.negA)+len(a.negB) > 0 && against(FNegation) {
+	if len(a.negA)+len(a.negB) > 0 && against(FNegation, FContrastShared) {
 		out = append(out, side(a.negA)+" / "+side(a.negB))
 	}
-	if len(a.numA)+len(a.numB) > 0 && against(FNumbers) {
+	if len(a.numA)+len(a.numB) > 0 && against(FNumbers, FContrastShared) {
 		out = append(out, side(a.numA)+" / "+side(a.numB))
 	}
 	if len(a.onlyA)+len(a.onlyB) > 0 && against(FUnshared, FUnsharedMax, FRare, FCapitalised, FQuoted) {

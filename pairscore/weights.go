@@ -16,9 +16,29 @@ type Weights struct {
 	Encoder  string          `json:"encoder"`
 	Bias     float64         `json:"bias"`
 	Features []FeatureWeight `json:"features"`
+	// Thresholds are the probabilities chosen on the training run's Dev
+	// split for the funnel's two thresholds.
+	Thresholds Thresholds `json:"thresholds"`
 	// Note says how the weights were made; informative only.
 	Note string `json:"note,omitempty"`
 }
+
+// Thresholds are default probability thresholds: at or above Duplicate a
+// pair is the same (Dev: today's recall at the cosine's duplicate
+// threshold with fewer false positives); at or above Ambiguous, a judge
+// is worth asking (Dev: the recall of the cosine's ambiguous threshold).
+type Thresholds struct {
+	Duplicate float64 `json:"duplicate"`
+	Ambiguous float64 `json:"ambiguous"`
+	// Replay is where a read's free-text match may replay: the lowest
+	// probability at and above which Dev precision stays at least
+	// ReplayPrecision. A deployment calibrates its own (idem bench
+	// calibrate writes semantic_replay).
+	Replay float64 `json:"replay"`
+}
+
+// ReplayPrecision is the Dev precision Thresholds.Replay keeps.
+const ReplayPrecision = 0.98
 
 // FeatureWeight is one feature's weight.
 type FeatureWeight struct {
@@ -55,6 +75,13 @@ func ParseWeights(data []byte) (*Weights, error) {
 	if math.IsNaN(w.Bias) || math.IsInf(w.Bias, 0) {
 		return nil, fmt.Errorf("%w: bias: not finite", ErrWeights)
 	}
+	t := w.Thresholds
+	if !(t.Ambiguous > 0 && t.Ambiguous <= t.Duplicate && t.Duplicate <= 1) {
+		return nil, fmt.Errorf("%w: thresholds: want 0 < ambiguous (%v) ≤ duplicate (%v) ≤ 1", ErrWeights, t.Ambiguous, t.Duplicate)
+	}
+	if !(t.Replay > 0 && t.Replay <= 1) {
+		return nil, fmt.Errorf("%w: thresholds.replay: %v not in (0, 1]", ErrWeights, t.Replay)
+	}
 	seen := map[string]bool{}
 	for i, f := range w.Features {
 		switch {
@@ -83,7 +110,8 @@ func MarshalWeights(w *Weights) []byte {
 		}
 		fmt.Fprintf(&b, "    {\"name\": %s, \"weight\": %s}%s\n", q(f.Name), fixed(f.Weight), comma)
 	}
-	b.WriteString("  ]")
+	fmt.Fprintf(&b, "  ],\n  \"thresholds\": {\"duplicate\": %s, \"ambiguous\": %s, \"replay\": %s}",
+		fixed(w.Thresholds.Duplicate), fixed(w.Thresholds.Ambiguous), fixed(w.Thresholds.Replay))
 	if w.Note != "" {
 		fmt.Fprintf(&b, ",\n  \"note\": %s", q(w.Note))
 	}

@@ -44,8 +44,8 @@ const titleShare = 0.7
 func valueWords(s string, dst []token) []token {
 	from := len(dst)
 	inner, capsInner := 0, 0 // content words not starting a sentence, capitalised ones
-	initial := true // the next word starts a sentence
-	quote := rune(0) // the open quotation mark, if any
+	initial := true          // the next word starts a sentence
+	quote := rune(0)         // the open quotation mark, if any
 	for i := 0; i < len(s); {
 		r, n := utf8.DecodeRuneInString(s[i:])
 		if !isWordRune(r) {

@@ -13,7 +13,9 @@ import (
 // free text of the public sets the project has (STS-B train sentences,
 // SGD users' and system's utterances of the train split and the SGD-X
 // descriptions, BFCL users' questions, tau-bench instructions, ToolBench
-// queries), one document per sentence or utterance, distinct, sorted. The
+// queries, API-Bank dialogue turns, ToolAlpaca instructions and API
+// descriptions, GitHub MCP tool descriptions), one document per sentence
+// or utterance, distinct, sorted. The
 // STS-B dev sentences are not among them: they are the test.
 func idfDocs(up string) ([]string, error) {
 	seen := map[string]bool{}
@@ -140,6 +142,60 @@ func idfDocs(up string) ([]string, error) {
 		for _, q := range qs {
 			add(q.Query)
 		}
+	}
+	// API-Bank dialogues (users' and the assistant's turns).
+	names, err = filepath.Glob(filepath.Join(up, "api-bank", "lv1-lv2-samples", "*", "*.jsonl"))
+	if err != nil {
+		return nil, err
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		if err := eachLine(name, func(line []byte) error {
+			var t struct {
+				Role string `json:"role"`
+				Text string `json:"text"`
+			}
+			if err := json.Unmarshal(line, &t); err != nil {
+				return err
+			}
+			if t.Role == "User" || t.Role == "AI" {
+				add(t.Text)
+			}
+			return nil
+		}); err != nil {
+			return nil, err
+		}
+	}
+	// ToolAlpaca instructions and API descriptions.
+	for _, name := range []string{"eval_simulated.json", "eval_real.json"} {
+		var apis []struct {
+			Description  string   `json:"Description"`
+			Instructions []string `json:"Instructions"`
+		}
+		if err := readJSON(filepath.Join(up, "toolalpaca", name), &apis); err != nil {
+			return nil, err
+		}
+		for _, a := range apis {
+			add(a.Description)
+			for _, in := range a.Instructions {
+				add(in)
+			}
+		}
+	}
+	// GitHub MCP server tool descriptions.
+	names, err = filepath.Glob(filepath.Join(up, "github-mcp-server", "__toolsnaps__", "*.snap"))
+	if err != nil {
+		return nil, err
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		var t struct {
+			Description string `json:"description"`
+		}
+		if err := readJSON(name, &t); err != nil {
+			return nil, err
+		}
+		add(t.Description)
 	}
 	docs := make([]string, 0, len(seen))
 	for s := range seen {

@@ -171,7 +171,10 @@ func quality(prob []float64, same []bool) Quality {
 	} else {
 		q.AUC = math.NaN()
 	}
-	var bins [10]struct{ n, pos int; sum float64 }
+	var bins [10]struct {
+		n, pos int
+		sum    float64
+	}
 	for _, x := range xs {
 		b := min(int(x.p*10), 9)
 		bins[b].n++
