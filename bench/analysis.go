@@ -46,11 +46,15 @@ type Analysis struct {
 	// before. With them the thresholds are probabilities.
 	Prob   []float64
 	ProbOf []int
+	// Scorer names the scorer's encoder after UseScorer ("" before).
+	Scorer string
 
 	calls []*canon.Call
 	whole [][]float32   // baseline: the whole canonical call's embedding
 	emb   [][][]float32 // each event's text windows
 	cands [][]int       // each event's candidates (earlier calls that passed the gate)
+
+	probMismatch []bool // Mismatch for ProbOf's candidate
 }
 
 // Analyze computes the analysis of run, embedding what the replay did not.
@@ -190,16 +194,28 @@ func Analyze(ctx context.Context, enc Encoder, run *Run) (*Analysis, error) {
 // holds them below the duplicate threshold).
 func (a *Analysis) UseScorer(m *pairscore.Model) {
 	n := len(a.Best)
-	a.Prob, a.ProbOf = make([]float64, n), make([]int, n)
+	a.Prob, a.ProbOf, a.Scorer = make([]float64, n), make([]int, n), m.Encoder()
+	a.probMismatch = make([]bool, n)
 	for i := range n {
 		a.Prob[i], a.ProbOf[i] = math.NaN(), -1
 		for _, j := range a.cands[i] {
 			p, _ := a.ScorePair(m, i, j)
 			if a.ProbOf[i] < 0 || p.Prob > a.Prob[i] {
 				a.Prob[i], a.ProbOf[i] = p.Prob, j
+				a.probMismatch[i] = len(a.emb[i]) != len(a.emb[j])
 			}
 		}
 	}
+}
+
+// score is what the thresholds act on for event i: the scorer's
+// probability after UseScorer, else the nearest cosine; mismatch as
+// Mismatch, for that candidate.
+func (a *Analysis) score(i int) (s float64, mismatch bool) {
+	if a.Prob != nil {
+		return a.Prob[i], a.probMismatch[i]
+	}
+	return a.Best[i], a.Mismatch[i]
 }
 
 // ScorePair scores event i against event j as the funnel would compare
@@ -253,14 +269,14 @@ func dot(a, b []float32) float64 {
 
 // flagAt reports whether a pool event would be flagged with its policy's
 // thresholds replaced by dup and amb (no judge: the ambiguous band goes
-// to the fallback).
+// to the fallback). After UseScorer the thresholds are probabilities.
 func (a *Analysis) flagAt(i int, p *funnel.Policy, dup, amb float64) bool {
-	s := a.Best[i]
+	s, mismatch := a.score(i)
 	if math.IsNaN(s) {
 		return false
 	}
 	sd := s
-	if a.Mismatch[i] {
+	if mismatch {
 		sd = math.Min(s, math.Nextafter(dup, 0))
 	}
 	if sd >= dup {

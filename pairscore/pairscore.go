@@ -60,8 +60,8 @@ type Score struct {
 
 // Model is a fitted scorer. It is immutable and safe for concurrent use.
 type Model struct {
-	idf     *IDF
-	bias    float64
+	idf        *IDF
+	bias       float64
 	w          Features
 	encoder    string
 	thresholds Thresholds
