@@ -51,8 +51,27 @@ func negations(ws []string) int {
 }
 
 func isNegation(w string) bool {
-	w = strings.Trim(w, "'’")
+	w = trimApostrophes(w)
 	return negationCues[w] || strings.HasSuffix(w, "n't") || strings.HasSuffix(w, "n’t")
+}
+
+// trimApostrophes is strings.Trim(w, "'’"), without its general cutset
+// path (it runs for every word).
+func trimApostrophes(w string) string {
+	for {
+		switch {
+		case strings.HasPrefix(w, "'"):
+			w = w[1:]
+		case strings.HasPrefix(w, "’"):
+			w = w[len("’"):]
+		case strings.HasSuffix(w, "'"):
+			w = w[:len(w)-1]
+		case strings.HasSuffix(w, "’"):
+			w = w[:len(w)-len("’")]
+		default:
+			return w
+		}
+	}
 }
 
 var negationCues = map[string]bool{

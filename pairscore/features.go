@@ -84,12 +84,14 @@ func extract(idf *IDF, p Pair, a *analysis, evidence bool) {
 	a.f[FCosine] = lowest(p.Cosines)
 
 	ta, tb := dedupe(contentWords(p.A, nil)), dedupe(contentWords(p.B, nil))
+	ia, ib := newKeyIndex(ta), newKeyIndex(tb)
 	var total, unshared, heaviest float64
 	var rare, caps, quoted int
-	one := func(t token, other []token, only *[]token) {
+	one := func(t token, other *keyIndex, only *[]token) {
 		w := idf.Weight(t.key)
+		t.weight = w
 		total += w
-		if matched(other, t.key) {
+		if other.matches(t.key) {
 			return
 		}
 		unshared += w
@@ -108,10 +110,10 @@ func extract(idf *IDF, p Pair, a *analysis, evidence bool) {
 		}
 	}
 	for _, t := range ta {
-		one(t, tb, &a.onlyA)
+		one(t, ib, &a.onlyA)
 	}
 	for _, t := range tb {
-		one(t, ta, &a.onlyB)
+		one(t, ia, &a.onlyB)
 	}
 	if total > 0 {
 		a.f[FUnshared] = unshared / total
@@ -145,11 +147,10 @@ func extract(idf *IDF, p Pair, a *analysis, evidence bool) {
 	}
 	if evidence {
 		byWeight := func(x, y token) int {
-			wx, wy := idf.Weight(x.key), idf.Weight(y.key)
 			switch {
-			case wx > wy:
+			case x.weight > y.weight:
 				return -1
-			case wx < wy:
+			case x.weight < y.weight:
 				return 1
 			}
 			return strings.Compare(x.key, y.key)
@@ -182,45 +183,57 @@ func lowest(cs []float64) float64 {
 // quoted when any occurrence is.
 func dedupe(ts []token) []token {
 	out := ts[:0]
+	seen := make(map[string]int, len(ts))
 	for _, t := range ts {
-		if i := index(out, t.key); i >= 0 {
+		if i, ok := seen[t.key]; ok {
 			out[i].caps = out[i].caps || t.caps
 			out[i].quoted = out[i].quoted || t.quoted
 			continue
 		}
+		seen[t.key] = len(out)
 		out = append(out, t)
 	}
 	return out
 }
 
-func index(ts []token, key string) int {
+// keyIndex answers whether a text holds a word: its folded keys, sorted.
+type keyIndex struct{ keys []string }
+
+func newKeyIndex(ts []token) *keyIndex {
+	keys := make([]string, len(ts))
 	for i := range ts {
-		if ts[i].key == key {
-			return i
-		}
+		keys[i] = ts[i].key
 	}
-	return -1
+	slices.Sort(keys)
+	return &keyIndex{keys: keys}
 }
 
-// matched reports whether ts holds key or another form of the same word:
-// one whose folded form shares all but at most two of the shorter's
-// letters as a prefix, four at least ("syria" and "syrian", "greek" and
-// "greec(e)"), which a suffix folding cannot reach.
-func matched(ts []token, key string) bool {
-	for i := range ts {
-		k := ts[i].key
+// matchPrefix is the least common prefix of two forms of a word.
+const matchPrefix = 4
+
+// matches reports whether the text holds key or another form of the same
+// word: one whose folded form shares all but at most two of the
+// shorter's letters as a prefix, four at least ("syria" and "syrian",
+// "greek" and "greec(e)"), which a suffix folding cannot reach.
+func (x *keyIndex) matches(key string) bool {
+	if len(key) < matchPrefix {
+		_, ok := slices.BinarySearch(x.keys, key)
+		return ok
+	}
+	// The keys sharing key's first letters sit together.
+	stem := key[:matchPrefix]
+	i, _ := slices.BinarySearch(x.keys, stem)
+	for ; i < len(x.keys) && strings.HasPrefix(x.keys[i], stem); i++ {
+		k := x.keys[i]
 		if k == key {
 			return true
 		}
 		n := min(len(k), len(key))
-		if n < 4 {
-			continue
-		}
-		p := 0
+		p := matchPrefix
 		for p < n && k[p] == key[p] {
 			p++
 		}
-		if p >= 4 && p >= n-2 {
+		if p >= n-2 {
 			return true
 		}
 	}

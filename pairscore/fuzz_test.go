@@ -54,7 +54,7 @@ func FuzzParseWeights(f *testing.F) {
 		if len(again.Features) != len(w.Features) || again.Encoder != w.Encoder {
 			t.Fatalf("round trip changed the weights")
 		}
-		if _, err := New(&IDF{docs: 1, df: map[string]int{}}, w); err != nil {
+		if _, err := New((&IDF{docs: 1, df: map[string]int{}}).weigh(), w); err != nil {
 			t.Fatalf("parsed weights make no model: %v", err)
 		}
 	})

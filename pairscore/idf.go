@@ -18,9 +18,21 @@ import (
 // documents are not kept: they count as rare. An IDF is immutable and
 // safe for concurrent use.
 type IDF struct {
-	docs  int
-	minDF int
-	df    map[string]int
+	docs   int
+	minDF  int
+	df     map[string]int
+	w      map[string]float64 // Weight of every word held, computed once
+	unseen float64            // Weight of a word not held
+}
+
+// weigh computes the weights from the counts.
+func (t *IDF) weigh() *IDF {
+	t.w = make(map[string]float64, len(t.df))
+	for k, n := range t.df {
+		t.w[k] = math.Log(float64(t.docs+1)/float64(n+1)) + 1
+	}
+	t.unseen = math.Log(float64(t.docs+1)) + 1
+	return t
 }
 
 // ErrIDF reports a malformed IDF table.
@@ -50,20 +62,23 @@ func BuildIDF(docs []string, minDF int) *IDF {
 			delete(df, w)
 		}
 	}
-	return &IDF{docs: len(docs), minDF: max(minDF, 1), df: df}
+	return (&IDF{docs: len(docs), minDF: max(minDF, 1), df: df}).weigh()
 }
 
 // Weight is the inverse document frequency of a folded word,
 // ln((docs+1)/(df+1)) + 1; a word not in the table has df 0.
 func (t *IDF) Weight(key string) float64 {
-	return math.Log(float64(t.docs+1)/float64(t.df[key]+1)) + 1
+	if w, ok := t.w[key]; ok {
+		return w
+	}
+	return t.unseen
 }
 
 // Rare reports whether a folded word is absent from the table.
 func (t *IDF) Rare(key string) bool { _, ok := t.df[key]; return !ok }
 
 // MaxWeight is the weight of a word the table does not hold.
-func (t *IDF) MaxWeight() float64 { return math.Log(float64(t.docs+1)) + 1 }
+func (t *IDF) MaxWeight() float64 { return t.unseen }
 
 // Docs is the number of documents counted.
 func (t *IDF) Docs() int { return t.docs }
@@ -142,5 +157,5 @@ func ParseIDF(r io.Reader) (*IDF, error) {
 	if line < 3 {
 		return nil, fmt.Errorf("%w: no docs and min_df lines", ErrIDF)
 	}
-	return t, nil
+	return t.weigh(), nil
 }

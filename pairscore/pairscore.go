@@ -158,12 +158,25 @@ func (m *Model) differs(a *analysis) []string {
 		out = append(out, side(a.negA)+" / "+side(a.negB))
 	}
 	if len(a.numA)+len(a.numB) > 0 && against(FNumbers, FContrastShared) {
-		out = append(out, side(a.numA)+" / "+side(a.numB))
+		out = append(out, side(shown(a.numA))+" / "+side(shown(a.numB)))
 	}
 	if len(a.onlyA)+len(a.onlyB) > 0 && against(FUnshared, FUnsharedMax, FRare, FCapitalised, FQuoted) {
 		for i := range min(maxDiffers, max(len(a.onlyA), len(a.onlyB))) {
 			out = append(out, surface(a.onlyA, i)+" / "+surface(a.onlyB, i))
 		}
+	}
+	return out
+}
+
+// shown writes numbers as numbers are read: numbers keeps "0.39" as
+// ".39" and "0" as "" for comparing.
+func shown(ns []string) []string {
+	out := make([]string, len(ns))
+	for i, n := range ns {
+		if n == "" || n[0] == '.' {
+			n = "0" + n
+		}
+		out[i] = n
 	}
 	return out
 }

@@ -241,16 +241,20 @@ func BenchmarkScore(b *testing.B) {
 	}{{"sentence", short}, {"1KiB", long}} {
 		b.Run("contrast/"+set.name, func(b *testing.B) {
 			b.ReportAllocs()
+			cpu := cpuTime()
 			for i := 0; b.Loop(); i++ {
 				p := set.ps[i%len(set.ps)]
 				_ = pairscore.Contrast(p.A, p.B)
 			}
+			b.ReportMetric(float64((cpuTime()-cpu).Nanoseconds())/1e3/float64(b.N), "cpu-µs/op")
 		})
 		b.Run("score/"+set.name, func(b *testing.B) {
 			b.ReportAllocs()
+			cpu := cpuTime()
 			for i := 0; b.Loop(); i++ {
 				_ = m.Score(set.ps[i%len(set.ps)])
 			}
+			b.ReportMetric(float64((cpuTime()-cpu).Nanoseconds())/1e3/float64(b.N), "cpu-µs/op")
 		})
 	}
 }

@@ -8,10 +8,11 @@ import (
 
 // token is one content word of a text view's values.
 type token struct {
-	key     string // folded: lower case, light suffix folding (see fold)
-	surface string // as written
-	caps    bool   // capitalised and not the first word of a sentence
-	quoted  bool   // inside quotation marks
+	key     string  // folded: lower case, light suffix folding (see fold)
+	surface string  // as written
+	weight  float64 // the key's IDF weight, once looked up
+	caps    bool    // capitalised and not the first word of a sentence
+	quoted  bool    // inside quotation marks
 }
 
 // contentWords returns the content words of a text view: the words of its
@@ -20,6 +21,9 @@ type token struct {
 // (the last two have features of their own). A text of one line is all
 // value.
 func contentWords(view string, dst []token) []token {
+	if dst == nil {
+		dst = make([]token, 0, len(view)/6)
+	}
 	lines := strings.Split(view, "\n")
 	if len(lines) > 1 {
 		lines = lines[1:] // the tool's name
@@ -76,14 +80,17 @@ func valueWords(s string, dst []token) []token {
 		wasInitial := initial
 		initial = false
 		i = j
-		if unicode.IsDigit(first) || isNegation(strings.ToLower(w)) {
+		if unicode.IsDigit(first) {
 			continue
 		}
-		lower := strings.ReplaceAll(strings.ToLower(w), "’", "'")
-		if stopwords[strings.TrimRight(lower, "'’")] {
+		lower := strings.ToLower(w)
+		if strings.ContainsRune(lower, '’') {
+			lower = strings.ReplaceAll(lower, "’", "'")
+		}
+		if stopwords[strings.TrimRight(lower, "'")] || isNegation(lower) {
 			continue
 		}
-		key := fold(lower)
+		key := foldLower(lower)
 		if key == "" {
 			continue
 		}
@@ -141,11 +148,11 @@ func closes(open, r rune) bool {
 // different things: "general"/"generate"); a wrong fold only merges two
 // forms of one word or misses one. Folds are keys, not words: "use",
 // "uses", "used" and "using" are all "us".
-func fold(w string) string {
-	w = strings.ToLower(w)
-	for _, p := range []string{"'s", "’s"} {
-		w = strings.TrimSuffix(w, p)
-	}
+func fold(w string) string { return foldLower(strings.ToLower(w)) }
+
+// foldLower is fold of a word already in lower case.
+func foldLower(w string) string {
+	w = strings.TrimSuffix(strings.TrimSuffix(w, "'s"), "’s")
 	w = strings.TrimRight(w, "'’")
 	n := len(w)
 	switch {
