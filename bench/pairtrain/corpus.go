@@ -93,23 +93,11 @@ func idfDocs(up string) ([]string, error) {
 	slices.Sort(names)
 	for _, name := range names {
 		if err := eachLine(name, func(line []byte) error {
-			var q struct {
-				Question [][]struct {
-					Role    string `json:"role"`
-					Content string `json:"content"`
-				} `json:"question"`
+			_, users, err := bfclUsers(line)
+			for _, u := range users {
+				add(u)
 			}
-			if err := json.Unmarshal(line, &q); err != nil {
-				return err
-			}
-			for _, turn := range q.Question {
-				for _, m := range turn {
-					if m.Role == "user" {
-						add(m.Content)
-					}
-				}
-			}
-			return nil
+			return err
 		}); err != nil {
 			return nil, err
 		}

@@ -96,45 +96,41 @@ func (v *viewer) view(tool, field, text string) (string, error) {
 	return c.TextView(), nil
 }
 
+// views is view of two texts.
+func (v *viewer) views(tool, field, x, y string) (a, b string, err error) {
+	if a, err = v.view(tool, field, x); err != nil {
+		return "", "", err
+	}
+	b, err = v.view(tool, field, y)
+	return a, b, err
+}
+
 // readSTSB reads an STS-B file as pairs of comment bodies on
 // add_issue_comment, as the committed traffic sets post them.
 func readSTSB(v *viewer, path string, split func(id string) Split) ([]Example, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrData, err)
-	}
-	defer f.Close()
 	var out []Example
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
-	for n := 1; sc.Scan(); n++ {
-		cols := strings.Split(sc.Text(), "\t")
+	err := eachLine(path, func(line []byte) error {
+		cols := strings.Split(string(line), "\t")
 		if len(cols) < 7 {
-			continue // as the importer: short upstream lines are skipped
+			return nil // as the importer: short upstream lines are skipped
 		}
 		score, err := strconv.ParseFloat(cols[4], 64)
 		if err != nil {
-			return nil, fmt.Errorf("%w: %s:%d: score %q", ErrData, path, n, cols[4])
+			return fmt.Errorf("score %q", cols[4])
 		}
 		s1, s2 := strings.TrimSpace(cols[5]), strings.TrimSpace(cols[6])
 		if s1 == "" || s2 == "" || s1 == s2 || score > stsbDifferent && score < stsbSame {
-			continue
+			return nil
 		}
 		id := cols[1] + "-" + cols[2] + "-" + cols[3]
-		a, err := v.view("add_issue_comment", "body", s1)
+		a, b, err := v.views("add_issue_comment", "body", s1, s2)
 		if err != nil {
-			return nil, err
-		}
-		b, err := v.view("add_issue_comment", "body", s2)
-		if err != nil {
-			return nil, err
+			return err
 		}
 		out = append(out, Example{Source: "stsb", ID: id, Split: split(id), A: a, B: b, Same: score >= stsbSame})
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("%w: %s: %w", ErrData, path, err)
-	}
-	return out, nil
+		return nil
+	})
+	return out, err
 }
 
 // sgdxSchema is the part of an SGD-X schema the pairs come from.
@@ -195,12 +191,7 @@ func readSGDX(v *viewer, dir string) ([]Example, error) {
 				if !same && x.ver != y.ver {
 					continue // negatives within one version: the same writer's wording
 				}
-				field := "description"
-				a, err := v.view(x.tool, field, x.desc)
-				if err != nil {
-					return nil, err
-				}
-				b, err := v.view(x.tool, field, y.desc)
+				a, b, err := v.views(x.tool, "description", x.desc, y.desc)
 				if err != nil {
 					return nil, err
 				}
@@ -232,40 +223,29 @@ const maxSGDConfirms = 600
 // corrected: the first and the last confirmation name different values,
 // so they ask for different effects in nearly the same words.
 func readSGDConfirms(v *viewer, path string) ([]Example, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrData, err)
-	}
-	defer f.Close()
 	var out []Example
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 0, 1<<20), 16<<20)
-	for n := 1; sc.Scan(); n++ {
+	err := eachLine(path, func(line []byte) error {
 		var c sgdCall
-		if err := json.Unmarshal(sc.Bytes(), &c); err != nil {
-			return nil, fmt.Errorf("%w: %s:%d: %w", ErrData, path, n, err)
+		if err := json.Unmarshal(line, &c); err != nil {
+			return err
 		}
 		if len(c.Confirms) < 2 {
-			continue
+			return nil
 		}
 		first, last := c.Confirms[0], c.Confirms[len(c.Confirms)-1]
 		if first.Utterance == last.Utterance || sameValues(first.Values, last.Values) {
-			continue
+			return nil
 		}
-		tool := c.Service + "." + c.Method
-		a, err := v.view(tool, "confirmation", first.Utterance)
+		a, b, err := v.views(c.Service+"."+c.Method, "confirmation", first.Utterance, last.Utterance)
 		if err != nil {
-			return nil, err
-		}
-		b, err := v.view(tool, "confirmation", last.Utterance)
-		if err != nil {
-			return nil, err
+			return err
 		}
 		id := fmt.Sprintf("%s/%d", c.Dialogue, c.Turn)
 		out = append(out, Example{Source: "sgd-confirm", ID: id, Split: splitOf("sgd/" + strings.TrimRight(c.Service, "0123456789")), A: a, B: b})
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("%w: %s: %w", ErrData, path, err)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	slices.SortStableFunc(out, func(x, y Example) int { return cmpU32(hash32(x.ID), hash32(y.ID)) })
 	return out[:min(len(out), maxSGDConfirms)], nil
@@ -332,27 +312,13 @@ func readBFCL(v *viewer, dir string) ([]Example, error) {
 			return nil, err
 		}
 		err = eachLine(filepath.Join(dir, name+".json"), func(line []byte) error {
-			var q struct {
-				ID       string `json:"id"`
-				Question [][]struct {
-					Role    string `json:"role"`
-					Content string `json:"content"`
-				} `json:"question"`
-			}
-			if err := json.Unmarshal(line, &q); err != nil {
+			id, users, err := bfclUsers(line)
+			if err != nil {
 				return err
 			}
-			truth, ok := truths[q.ID]
+			truth, ok := truths[id]
 			if !ok {
 				return nil
-			}
-			var users []string
-			for _, turn := range q.Question {
-				for _, m := range turn {
-					if m.Role == "user" {
-						users = append(users, m.Content)
-					}
-				}
 			}
 			if len(users) != 1 || strings.TrimSpace(users[0]) == "" {
 				return nil
@@ -360,7 +326,7 @@ func readBFCL(v *viewer, dir string) ([]Example, error) {
 			var m map[string]json.RawMessage
 			_ = json.Unmarshal([]byte(truth), &m)
 			for fn := range m {
-				byFn[fn] = append(byFn[fn], question{id: q.ID, fn: fn, text: strings.TrimSpace(users[0]), truth: truth})
+				byFn[fn] = append(byFn[fn], question{id: id, fn: fn, text: strings.TrimSpace(users[0]), truth: truth})
 			}
 			return nil
 		})
@@ -382,11 +348,7 @@ func readBFCL(v *viewer, dir string) ([]Example, error) {
 				if x.text == y.text {
 					continue
 				}
-				a, err := v.view(fn, "request", x.text)
-				if err != nil {
-					return nil, err
-				}
-				b, err := v.view(fn, "request", y.text)
+				a, b, err := v.views(fn, "request", x.text, y.text)
 				if err != nil {
 					return nil, err
 				}
@@ -406,6 +368,28 @@ func readBFCL(v *viewer, dir string) ([]Example, error) {
 		}
 	}
 	return out, nil
+}
+
+// bfclUsers reads a BFCL question record: its id and its users' turns.
+func bfclUsers(line []byte) (id string, users []string, err error) {
+	var q struct {
+		ID       string `json:"id"`
+		Question [][]struct {
+			Role    string `json:"role"`
+			Content string `json:"content"`
+		} `json:"question"`
+	}
+	if err := json.Unmarshal(line, &q); err != nil {
+		return "", nil, err
+	}
+	for _, turn := range q.Question {
+		for _, m := range turn {
+			if m.Role == "user" {
+				users = append(users, m.Content)
+			}
+		}
+	}
+	return q.ID, users, nil
 }
 
 func eachLine(path string, fn func([]byte) error) error {

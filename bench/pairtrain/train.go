@@ -554,20 +554,27 @@ func (r *reporter) evaluate(_ context.Context, m *pairscore.Model, lambda float6
 				fmt.Fprintf(tw, "%s\t%s\t%.4f\t%d\t%d\t%d\t%d\t%.3f\t%.3f\t\n", s.name, name, pt.Threshold, pt.TP, pt.FP, pt.FN, pt.TN, pt.Recall(), pt.Precision())
 			}
 			row("today", base)
-			row("cosine alone, today's recall", atRecall(c, same, base.Recall()))
-			row("cosine alone, today's FP", atFP(c, same, base.FP))
-			row("scorer, today's recall", atRecall(p, same, base.Recall()))
-			row("scorer, today's FP", atFP(p, same, base.FP))
-			row("scorer, Dev threshold (recall)", at(p, same, tRecall))
-			row("scorer, Dev threshold (FP)", at(p, same, tFP))
+			comparisons(row, base, c, p, same, tRecall, tFP)
 		}
 	})
 	r.printf("\n")
 }
 
+// comparisons writes the cosine alone and the scorer at today's recall
+// and false-positive count, and the scorer at the thresholds fixed on Dev.
+func comparisons(row func(string, Point), base Point, cos, prob []float64, same []bool, tRecall, tFP float64) {
+	row("cosine alone, today's recall", atRecall(cos, same, base.Recall()))
+	row("cosine alone, today's FP", atFP(cos, same, base.FP))
+	row("scorer, today's recall", atRecall(prob, same, base.Recall()))
+	row("scorer, today's FP", atFP(prob, same, base.FP))
+	row("scorer, Dev threshold (recall)", at(prob, same, tRecall))
+	row("scorer, Dev threshold (FP)", at(prob, same, tFP))
+}
+
 // traffic replays each traffic set through the funnel (default policies,
-// no judge, a budget no embedding exceeds), checks that today's rule computed offline gives the funnel's
-// decisions, and scores the same candidates with the scorer.
+// no judge, a budget no embedding exceeds), checks that today's rule
+// computed offline gives the funnel's decisions, and scores the same
+// candidates with the scorer.
 func (r *reporter) traffic(ctx context.Context, m *pairscore.Model) error {
 	tRecall, tFP := r.devThresholds(m)
 	for _, dir := range r.cfg.Traffic {
@@ -620,12 +627,7 @@ func (r *reporter) traffic(ctx context.Context, m *pairscore.Model) error {
 			}
 			row("funnel today (replayed)", base)
 			row("today's rule offline", rule(offline, same))
-			row("cosine alone, today's recall", atRecall(cos, same, base.Recall()))
-			row("cosine alone, today's FP", atFP(cos, same, base.FP))
-			row("scorer, today's recall", atRecall(prob, same, base.Recall()))
-			row("scorer, today's FP", atFP(prob, same, base.FP))
-			row("scorer, Dev threshold (recall)", at(prob, same, tRecall))
-			row("scorer, Dev threshold (FP)", at(prob, same, tFP))
+			comparisons(row, base, cos, prob, same, tRecall, tFP)
 		})
 		r.printf("\n")
 	}
