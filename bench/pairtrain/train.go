@@ -77,34 +77,10 @@ type row struct {
 
 // Run trains, evaluates and writes its report to w.
 func Run(ctx context.Context, cfg Config, enc bench.Encoder, dim int, w io.Writer) (*Output, error) {
-	v := newViewer()
-	var exs []Example
-	trainSplit := func(id string) Split { return splitOf("stsb/" + id) }
-	for _, load := range []func() ([]Example, error){
-		func() ([]Example, error) {
-			return readSTSB(v, filepath.Join(cfg.Upstream, "stsb", "sts-train.csv"), trainSplit)
-		},
-		func() ([]Example, error) {
-			return readSTSB(v, filepath.Join(cfg.Upstream, "stsb", "sts-dev.csv"), func(string) Split { return Test })
-		},
-		func() ([]Example, error) { return readSGDX(v, filepath.Join(cfg.Upstream, "sgd", "sgd_x", "data")) },
-		func() ([]Example, error) {
-			return readSGDConfirms(v, filepath.Join(cfg.Upstream, "sgd", "derived", "sgd_transactional_calls_train.jsonl"))
-		},
-		func() ([]Example, error) { return readBFCL(v, filepath.Join(cfg.Upstream, "bfcl")) },
-	} {
-		got, err := load()
-		if err != nil {
-			return nil, err
-		}
-		exs = append(exs, got...)
+	exs, err := readAll(newViewer(), cfg.Upstream)
+	if err != nil {
+		return nil, err
 	}
-	slices.SortStableFunc(exs, func(a, b Example) int {
-		if c := strings.Compare(a.Source, b.Source); c != 0 {
-			return c
-		}
-		return strings.Compare(a.ID, b.ID)
-	})
 	docs, err := idfDocs(cfg.Upstream)
 	if err != nil {
 		return nil, err
@@ -202,6 +178,45 @@ func fitted() []int {
 		}
 	}
 	return use
+}
+
+// readAll reads every labelled pair, sorted by source and id. A pair of
+// Train or Dev that is also a Test pair (STS-B repeats a few MSRvid pairs
+// between its train and dev files) is left out of Train and Dev.
+func readAll(v *viewer, up string) ([]Example, error) {
+	var exs []Example
+	trainSplit := func(id string) Split { return splitOf("stsb/" + id) }
+	for _, load := range []func() ([]Example, error){
+		func() ([]Example, error) { return readSTSB(v, filepath.Join(up, "stsb", "sts-train.csv"), trainSplit) },
+		func() ([]Example, error) {
+			return readSTSB(v, filepath.Join(up, "stsb", "sts-dev.csv"), func(string) Split { return Test })
+		},
+		func() ([]Example, error) { return readSGDX(v, filepath.Join(up, "sgd", "sgd_x", "data")) },
+		func() ([]Example, error) {
+			return readSGDConfirms(v, filepath.Join(up, "sgd", "derived", "sgd_transactional_calls_train.jsonl"))
+		},
+		func() ([]Example, error) { return readBFCL(v, filepath.Join(up, "bfcl")) },
+	} {
+		got, err := load()
+		if err != nil {
+			return nil, err
+		}
+		exs = append(exs, got...)
+	}
+	tested := map[[2]string]bool{}
+	for _, e := range exs {
+		if e.Split == Test {
+			tested[[2]string{e.A, e.B}], tested[[2]string{e.B, e.A}] = true, true
+		}
+	}
+	exs = slices.DeleteFunc(exs, func(e Example) bool { return e.Split != Test && tested[[2]string{e.A, e.B}] })
+	slices.SortStableFunc(exs, func(a, b Example) int {
+		if c := strings.Compare(a.Source, b.Source); c != 0 {
+			return c
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
+	return exs, nil
 }
 
 func dot(a, b []float32) float64 {
