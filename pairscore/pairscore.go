@@ -124,6 +124,28 @@ func (m *Model) Score(p Pair) Score {
 	return s
 }
 
+// CosineFloor is the lowest cosine at which a pair can reach probability
+// p whatever its texts: a caller need not score candidates below it (the
+// funnel's search can stop there).
+func (m *Model) CosineFloor(p float64) float64 {
+	if m.w[FCosine] <= 0 || p <= 0 || p >= 1 {
+		return -1
+	}
+	z := math.Log(p/(1-p)) - m.bias
+	for i, w := range m.w {
+		if i != FCosine && w > 0 {
+			z -= w * featureMax[i]
+		}
+	}
+	return math.Max(-1, math.Min(1, z/m.w[FCosine]))
+}
+
+// featureMax is the largest value each feature takes.
+var featureMax = Features{
+	FCosine: 1, FUnshared: 1, FUnsharedMax: 1, FRare: countCap, FCapitalised: countCap, FQuoted: countCap,
+	FNegation: 2, FNumbers: countCap, FOpposite: 1, FLengthRatio: 1, FContrastShared: 1,
+}
+
 // Prob is the probability for measured features.
 func (m *Model) Prob(f Features) float64 { return sigmoid(m.logit(f)) }
 

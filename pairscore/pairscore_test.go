@@ -165,6 +165,26 @@ func TestScoreRises(t *testing.T) {
 	}
 }
 
+// TestCosineFloor: no pair scored below the floor of a probability
+// reaches it, and a higher probability has a higher floor.
+func TestCosineFloor(t *testing.T) {
+	m := model(t)
+	prev := -1.0
+	for _, p := range []float64{m.Thresholds().Ambiguous, m.Thresholds().Duplicate, m.Thresholds().Replay} {
+		floor := m.CosineFloor(p)
+		if floor <= prev || floor >= 1 {
+			t.Fatalf("floor of %.3f: %v (the previous one %v)", p, floor, prev)
+		}
+		prev = floor
+		for _, q := range append(stsPairs(t, 200), pairscore.Pair{A: "cancel it", B: "do not cancel it"}, pairscore.Pair{A: "cancel it", B: "cancel it"}) {
+			q.Cosines = []float64{floor - 1e-9}
+			if s := m.Score(q); s.Prob >= p {
+				t.Errorf("p = %.4f ≥ %.4f at cosine %.4f, below the floor", s.Prob, p, floor)
+			}
+		}
+	}
+}
+
 // TestConcurrent: one model scores from many goroutines, with the answers
 // of a single one.
 func TestConcurrent(t *testing.T) {
