@@ -8,6 +8,7 @@ import (
 	"github.com/idem-dev/idem/canon"
 	"github.com/idem-dev/idem/funnel"
 	"github.com/idem-dev/idem/ledger"
+	"github.com/idem-dev/idem/pairscore"
 )
 
 // Analysis holds what the thresholds act on, computed once per run so
@@ -39,9 +40,21 @@ type Analysis struct {
 	Pool []bool
 	// Policy is the policy that applied to each event.
 	Policy []*funnel.Policy
+	// Prob, after UseScorer, is the pair scorer's probability that each
+	// event asks for the same effect as its likeliest earlier call (NaN
+	// when it has none), and ProbOf that call's event index (-1); nil
+	// before. With them the thresholds are probabilities.
+	Prob   []float64
+	ProbOf []int
+	// Scorer names the scorer's encoder after UseScorer ("" before).
+	Scorer string
 
 	calls []*canon.Call
-	whole [][]float32 // baseline: the whole canonical call's embedding
+	whole [][]float32   // baseline: the whole canonical call's embedding
+	emb   [][][]float32 // each event's text windows
+	cands [][]int       // each event's candidates (earlier calls that passed the gate)
+
+	probMismatch []bool // Mismatch for ProbOf's candidate
 }
 
 // Analyze computes the analysis of run, embedding what the replay did not.
@@ -51,7 +64,7 @@ func Analyze(ctx context.Context, enc Encoder, run *Run) (*Analysis, error) {
 	a := &Analysis{
 		Run: run, Best: make([]float64, n), BestOf: make([]int, n), Mismatch: make([]bool, n),
 		Pool: make([]bool, n), Policy: make([]*funnel.Policy, n), calls: make([]*canon.Call, n),
-		whole: make([][]float32, n),
+		whole: make([][]float32, n), cands: make([][]int, n),
 	}
 	ccfg := canon.DefaultConfig()
 	ccfg.Tools, _ = ToolConfig(set.Tools)
@@ -111,6 +124,7 @@ func Analyze(ctx context.Context, enc Encoder, run *Run) (*Analysis, error) {
 		}
 	}
 	emb := make([][][]float32, n)
+	a.emb = emb
 	for i := range set.Events {
 		if a.calls[i] == nil {
 			continue
@@ -158,6 +172,7 @@ func Analyze(ctx context.Context, enc Encoder, run *Run) (*Analysis, error) {
 				if !a.calls[j].HasText() {
 					continue
 				}
+				a.cands[i] = append(a.cands[i], j)
 				s, mismatch := compareWindows(emb[i], emb[j])
 				if a.BestOf[i] < 0 || s > a.Best[i] {
 					a.Best[i], a.BestOf[i], a.Mismatch[i] = s, j, mismatch
@@ -169,6 +184,64 @@ func Analyze(ctx context.Context, enc Encoder, run *Run) (*Analysis, error) {
 		}
 	}
 	return a, nil
+}
+
+// UseScorer scores every pool event against each of its candidates with
+// m and keeps the likeliest (Prob, ProbOf): the thresholds the analysis
+// is swept over become probabilities. Pairs of views with a different
+// number of windows are scored on their aligned windows and stay marked
+// in Mismatch (for the candidate with the highest cosine; the funnel
+// holds them below the duplicate threshold).
+func (a *Analysis) UseScorer(m *pairscore.Model) {
+	n := len(a.Best)
+	a.Prob, a.ProbOf, a.Scorer = make([]float64, n), make([]int, n), m.Encoder()
+	a.probMismatch = make([]bool, n)
+	for i := range n {
+		a.Prob[i], a.ProbOf[i] = math.NaN(), -1
+		for _, j := range a.cands[i] {
+			p, _ := a.ScorePair(m, i, j)
+			if a.ProbOf[i] < 0 || p.Prob > a.Prob[i] {
+				a.Prob[i], a.ProbOf[i] = p.Prob, j
+				a.probMismatch[i] = len(a.emb[i]) != len(a.emb[j])
+			}
+		}
+	}
+}
+
+// score is what the thresholds act on for event i: the scorer's
+// probability after UseScorer, else the nearest cosine; mismatch as
+// Mismatch, for that candidate.
+func (a *Analysis) score(i int) (s float64, mismatch bool) {
+	if a.Prob != nil {
+		return a.Prob[i], a.probMismatch[i]
+	}
+	return a.Best[i], a.Mismatch[i]
+}
+
+// ScorePair scores event i against event j as the funnel would compare
+// them: their text views and the cosines of their aligned windows. ok is
+// false when either has no text.
+func (a *Analysis) ScorePair(m *pairscore.Model, i, j int) (s pairscore.Score, ok bool) {
+	p, ok := a.Pair(i, j)
+	if !ok {
+		return pairscore.Score{}, false
+	}
+	return m.Score(p), true
+}
+
+// Pair is the scorer's input for events i and j: their text views and the
+// cosines of their aligned windows.
+func (a *Analysis) Pair(i, j int) (pairscore.Pair, bool) {
+	ci, cj := a.calls[i], a.calls[j]
+	if ci == nil || cj == nil || !ci.HasText() || !cj.HasText() {
+		return pairscore.Pair{}, false
+	}
+	n := min(len(a.emb[i]), len(a.emb[j]))
+	cos := make([]float64, n)
+	for k := range n {
+		cos[k] = dot(a.emb[i][k], a.emb[j][k])
+	}
+	return pairscore.Pair{A: cj.TextView(), B: ci.TextView(), Cosines: cos}, true
 }
 
 // wholeText is what the baseline embeds: the tool name and the canonical
@@ -196,14 +269,14 @@ func dot(a, b []float32) float64 {
 
 // flagAt reports whether a pool event would be flagged with its policy's
 // thresholds replaced by dup and amb (no judge: the ambiguous band goes
-// to the fallback).
+// to the fallback). After UseScorer the thresholds are probabilities.
 func (a *Analysis) flagAt(i int, p *funnel.Policy, dup, amb float64) bool {
-	s := a.Best[i]
+	s, mismatch := a.score(i)
 	if math.IsNaN(s) {
 		return false
 	}
 	sd := s
-	if a.Mismatch[i] {
+	if mismatch {
 		sd = math.Min(s, math.Nextafter(dup, 0))
 	}
 	if sd >= dup {

@@ -27,8 +27,14 @@ type CalibrateConfig struct {
 	// duplicates at least this often, by at most MaxBand.
 	AmbiguousTarget float64
 	MaxBand         float64
-	// Step and Lowest define the grid of thresholds swept.
-	Step, Lowest float64
+	// ReplayTarget is the precision a read-only type's free-text matches
+	// must keep to replay: semantic_replay is the lowest threshold at
+	// which they do (see TypeCalibration.SemanticReplay).
+	ReplayTarget float64
+	// Step and Lowest define the grid of thresholds swept; ProbLowest
+	// replaces Lowest when the thresholds are the pair scorer's
+	// probabilities (Analysis.UseScorer).
+	Step, Lowest, ProbLowest float64
 	// ByTool gives every tool with at least MinPool threshold-dependent
 	// events its own policy (named after it), ahead of the others.
 	ByTool  bool
@@ -36,20 +42,21 @@ type CalibrateConfig struct {
 }
 
 // DefaultCalibrateConfig returns precision targets of 0.99 for write
-// actions and 0.95 for read-only ones, an ambiguous band kept at
-// precision 0.5 and at most 0.15 wide, a grid of 0.005 from 0.5 to 1,
-// one policy per action type.
+// actions and 0.95 for read-only ones, 0.99 for a read's free-text
+// replay, an ambiguous band kept at precision 0.5 and at most 0.15 wide,
+// a grid of 0.005 from 0.5 to 1 (from 0.05 for probabilities), one policy
+// per action type.
 func DefaultCalibrateConfig() CalibrateConfig {
 	return CalibrateConfig{
-		WriteTarget: 0.99, ReadTarget: 0.95, AmbiguousTarget: 0.5, MaxBand: 0.15,
-		Step: 0.005, Lowest: 0.5, MinPool: 10,
+		WriteTarget: 0.99, ReadTarget: 0.95, ReplayTarget: 0.99, AmbiguousTarget: 0.5, MaxBand: 0.15,
+		Step: 0.005, Lowest: 0.5, ProbLowest: 0.05, MinPool: 10,
 	}
 }
 
 // Validate reports what is wrong with c.
 func (c CalibrateConfig) Validate() error {
 	var errs []error
-	for name, v := range map[string]float64{"write_target": c.WriteTarget, "read_target": c.ReadTarget, "ambiguous_target": c.AmbiguousTarget} {
+	for name, v := range map[string]float64{"write_target": c.WriteTarget, "read_target": c.ReadTarget, "replay_target": c.ReplayTarget, "ambiguous_target": c.AmbiguousTarget} {
 		if v <= 0 || v > 1 {
 			errs = append(errs, fmt.Errorf("%s: %v not in (0, 1]", name, v))
 		}
@@ -59,6 +66,9 @@ func (c CalibrateConfig) Validate() error {
 	}
 	if c.Lowest <= 0 || c.Lowest >= 1 {
 		errs = append(errs, fmt.Errorf("lowest: %v not in (0, 1)", c.Lowest))
+	}
+	if c.ProbLowest <= 0 || c.ProbLowest >= 1 {
+		errs = append(errs, fmt.Errorf("prob_lowest: %v not in (0, 1)", c.ProbLowest))
 	}
 	if c.MaxBand < 0 || c.MaxBand >= 1 {
 		errs = append(errs, fmt.Errorf("max_band: %v not in [0, 1)", c.MaxBand))
@@ -75,7 +85,9 @@ func (c CalibrateConfig) Validate() error {
 // TypeCalibration is the chosen setting of one action type and what it
 // is expected to give.
 type TypeCalibration struct {
-	Name   string  `json:"name"`
+	Name string `json:"name"`
+	// Tool is set for a type of one tool's own (CalibrateConfig.ByTool).
+	Tool   string  `json:"tool,omitempty"`
 	Write  bool    `json:"write"`
 	Target float64 `json:"precision_target"`
 	// Pool counts the type's labelled events the thresholds decide;
@@ -97,6 +109,14 @@ type TypeCalibration struct {
 	JudgeCeiling *float64 `json:"judge_ceiling_recall"`
 	// Holdout is the replayed score on the holdout set, when there is one.
 	Holdout *Metrics `json:"holdout,omitempty"`
+	// SemanticReplay, for a read-only type, is the threshold at or above
+	// which a read's match that rests on free-text similarity replays: the
+	// lowest that keeps the precision of those matches at ReplayTarget,
+	// with the highest recall. Nil when none does (or the set has no
+	// such duplicates): such reads execute. Replay scores those matches
+	// at it.
+	SemanticReplay *float64 `json:"semantic_replay,omitempty"`
+	Replay         *Metrics `json:"expected_replay,omitempty"`
 }
 
 // Calibration is the outcome of Calibrate.
@@ -107,6 +127,10 @@ type Calibration struct {
 	Policies []funnel.Policy   `json:"policies"`
 	// Holdout names the holdout set, when there is one.
 	Holdout string `json:"holdout,omitempty"`
+	// Scorer, when set, names the encoder of the pair scorer whose
+	// probabilities the thresholds are (Analysis.UseScorer); empty, they
+	// are cosines.
+	Scorer string `json:"scorer,omitempty"`
 }
 
 // Calibrate sweeps, per action type, the duplicate and ambiguous
@@ -162,11 +186,14 @@ func Calibrate(a *Analysis, cfg CalibrateConfig) (*Calibration, error) {
 		}
 		add(p.Name, p, i)
 	}
-	cal := &Calibration{Set: set.Name, Config: cfg}
+	cal := &Calibration{Set: set.Name, Config: cfg, Scorer: a.Scorer}
 	var byTool, byType []funnel.Policy
 	for _, name := range order {
 		t := types[name]
 		tc := calibrateType(a, cfg, t.base, t.events)
+		if strings.HasPrefix(name, "tool:") {
+			tc.Tool = strings.TrimPrefix(name, "tool:")
+		}
 		p := t.base
 		p.DuplicateThreshold, p.AmbiguousThreshold = tc.DuplicateThreshold, tc.AmbiguousThreshold
 		cal.Types = append(cal.Types, tc)
@@ -222,11 +249,15 @@ func calibrateType(a *Analysis, cfg CalibrateConfig, base funnel.Policy, events 
 	meets := func(c Counts, target float64) bool {
 		return c.TP+c.FP == 0 || float64(c.TP) >= target*float64(c.TP+c.FP)-1e-9
 	}
+	lowest := cfg.Lowest
+	if a.Prob != nil {
+		lowest = cfg.ProbLowest
+	}
 	grid := func(from float64) []float64 {
 		var g []float64
 		for k := 0; ; k++ {
 			t := math.Round((from-float64(k)*cfg.Step)*1e6) / 1e6
-			if t < cfg.Lowest-1e-9 {
+			if t < lowest-1e-9 {
 				break
 			}
 			g = append(g, t)
@@ -265,7 +296,7 @@ func calibrateType(a *Analysis, cfg CalibrateConfig, base funnel.Policy, events 
 		}
 		var sem Counts
 		for _, i := range pool {
-			s := a.Best[i]
+			s, _ := a.score(i)
 			sem.add(&set.Events[i], !math.IsNaN(s) && s >= t, false)
 		}
 		ok := meets(sem, cfg.AmbiguousTarget)
@@ -284,13 +315,45 @@ func calibrateType(a *Analysis, cfg CalibrateConfig, base funnel.Policy, events 
 	ceil := fixed
 	for _, i := range pool {
 		e := &set.Events[i]
-		s := a.Best[i]
+		s, _ := a.score(i)
 		f := a.flagAt(i, &base, tc.DuplicateThreshold, tc.AmbiguousThreshold) ||
 			(!math.IsNaN(s) && s >= tc.AmbiguousThreshold && e.Truth.Expect == "duplicate")
 		ceil.add(e, f, false)
 	}
 	tc.JudgeCeiling = ceil.Metrics().Recall
+	if !tc.Write {
+		tc.SemanticReplay, tc.Replay = semanticReplay(a, cfg, pool, grid(1))
+	}
 	return tc
+}
+
+// semanticReplay chooses a read-only type's replay threshold: among the
+// grid's thresholds at which the pool's free-text matches at or above it
+// are duplicates at least cfg.ReplayTarget of the time, the one that
+// replays the most duplicates (the highest among equals). Nil when no
+// threshold replays a duplicate at that precision.
+func semanticReplay(a *Analysis, cfg CalibrateConfig, pool []int, grid []float64) (*float64, *Metrics) {
+	set := a.Run.Set
+	at := func(t float64) Counts {
+		var c Counts
+		for _, i := range pool {
+			s, mismatch := a.score(i)
+			c.add(&set.Events[i], !math.IsNaN(s) && !mismatch && s >= t, false)
+		}
+		return c
+	}
+	best, bestTP := 0.0, 0
+	for _, t := range grid {
+		c := at(t)
+		if c.TP > bestTP && float64(c.TP) >= cfg.ReplayTarget*float64(c.TP+c.FP)-1e-9 {
+			best, bestTP = t, c.TP
+		}
+	}
+	if bestTP == 0 {
+		return nil, nil
+	}
+	m := at(best).Metrics()
+	return &best, &m
 }
 
 // SetHoldout records the holdout run's score per action type.
@@ -304,13 +367,56 @@ func (c *Calibration) SetHoldout(r *Report) {
 	}
 }
 
+// SetHoldoutAnalysis scores the holdout offline, for thresholds the
+// funnel cannot apply yet (probabilities, after UseScorer on a): a, the
+// holdout replayed with the policies calibration started from, is
+// flagged per event at its type's calibrated thresholds (events the key
+// and exact stages decided keep their decisions).
+func (c *Calibration) SetHoldoutAnalysis(a *Analysis) {
+	c.Holdout = a.Run.Set.Name
+	set := a.Run.Set
+	typeOf := func(i int) int { // the first type the event belongs to
+		for k, t := range c.Types {
+			if t.Tool != "" && t.Tool == set.Events[i].Tool && a.Policy[i].Semantic || t.Tool == "" && t.Name == a.Policy[i].Name {
+				return k
+			}
+		}
+		return -1
+	}
+	for k := range c.Types {
+		t := &c.Types[k]
+		i := slices.IndexFunc(c.Policies, func(p funnel.Policy) bool { return p.Name == t.Name })
+		if i < 0 {
+			continue
+		}
+		base := &c.Policies[i]
+		var cnt Counts
+		for i := range set.Events {
+			d := &a.Run.Decisions[i]
+			if d.Err != "" || typeOf(i) != k {
+				continue
+			}
+			f := d.Flagged()
+			if a.Pool[i] && base.Semantic {
+				f = a.flagAt(i, base, t.DuplicateThreshold, t.AmbiguousThreshold)
+			}
+			cnt.add(&set.Events[i], f, false)
+		}
+		m := cnt.Metrics()
+		t.Holdout = &m
+	}
+}
+
 // WriteYAML writes the policies as a config snippet: a policies: list of
 // funnel.Policy values, each with the precision and recall it is
 // expected to give as a comment.
 func (c *Calibration) WriteYAML(w io.Writer) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "# idem bench calibrate on traffic set %s: precision target %.3g for write actions, %.3g for read-only.\n",
-		c.Set, c.Config.WriteTarget, c.Config.ReadTarget)
+	fmt.Fprintf(&b, "# idem bench calibrate on traffic set %s: precision target %.3g for write actions, %.3g for read-only, %.3g for a read's free-text replay.\n",
+		c.Set, c.Config.WriteTarget, c.Config.ReadTarget, c.Config.ReplayTarget)
+	if c.Scorer != "" {
+		fmt.Fprintf(&b, "# Thresholds are probabilities of the pair scorer (pairscore, fitted to %s), not cosines.\n", c.Scorer)
+	}
 	b.WriteString("# Expected figures are for the calibration set without a judge (the ambiguous band goes to the fallback).\n")
 	b.WriteString("policies:\n")
 	for _, p := range c.Policies {
@@ -325,10 +431,21 @@ func (c *Calibration) WriteYAML(w io.Writer) error {
 			if t.Holdout != nil {
 				fmt.Fprintf(&b, "  # %s on holdout %s: precision %s, recall %s over %d events\n", p.Name, c.Holdout, pct(t.Holdout.Precision), pct(t.Holdout.Recall), t.Holdout.Events)
 			}
+			switch {
+			case t.SemanticReplay != nil:
+				fmt.Fprintf(&b, "  # %s: free-text matches at or above semantic_replay replay: expected precision %s, recall %s over %d such matches\n",
+					p.Name, pct(t.Replay.Precision), pct(t.Replay.Recall), t.Pool)
+			case !t.Write:
+				fmt.Fprintf(&b, "  # %s: no threshold replays free-text matches at precision %.3g: such reads execute\n", p.Name, c.Config.ReplayTarget)
+			}
 		} else {
 			fmt.Fprintf(&b, "  # %s: no events in the calibration set; unchanged\n", p.Name)
 		}
-		out, err := yaml.Marshal(p)
+		doc := calibratedPolicy{Policy: p}
+		if i := slices.IndexFunc(c.Types, func(t TypeCalibration) bool { return t.Name == p.Name }); i >= 0 {
+			doc.SemanticReplay = c.Types[i].SemanticReplay
+		}
+		out, err := yaml.Marshal(doc)
 		if err != nil {
 			return fmt.Errorf("bench: policy %s as YAML: %w", p.Name, err)
 		}
@@ -342,6 +459,14 @@ func (c *Calibration) WriteYAML(w io.Writer) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// calibratedPolicy is a policy as the snippet writes it: with the
+// semantic_replay threshold of a read-only type. (funnel.Policy has no
+// such key yet; ReadPolicies ignores it.)
+type calibratedPolicy struct {
+	funnel.Policy  `yaml:",inline"`
+	SemanticReplay *float64 `yaml:"semantic_replay,omitempty"`
 }
 
 // ReadPolicies reads a policies: list (the snippet WriteYAML writes, or
@@ -367,7 +492,7 @@ func ReadPolicies(data []byte) ([]funnel.Policy, error) {
 // WriteText writes the calibration as a table.
 func (c *Calibration) WriteText(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	head := "action type\twrite\ttarget\tpool\tpool dups\tduplicate\tambiguous\tprecision\trecall\tjudge-ceiling recall\t"
+	head := "action type\twrite\ttarget\tpool\tpool dups\tduplicate\tambiguous\tprecision\trecall\tjudge-ceiling recall\tsemantic replay\t"
 	if c.Holdout != "" {
 		head += "holdout precision\tholdout recall\tholdout events\t"
 	}
@@ -377,8 +502,12 @@ func (c *Calibration) WriteText(w io.Writer) error {
 		if !t.Met {
 			met = " (target not met)"
 		}
-		fmt.Fprintf(tw, "%s%s\t%v\t%.3g\t%d\t%d\t%.3f\t%.3f\t%s\t%s\t%s\t", t.Name, met, t.Write, t.Target, t.Pool, t.PoolDuplicates,
-			t.DuplicateThreshold, t.AmbiguousThreshold, pct(t.Expected.Precision), pct(t.Expected.Recall), pct(t.JudgeCeiling))
+		replay := "–"
+		if t.SemanticReplay != nil {
+			replay = fmt.Sprintf("%.3f", *t.SemanticReplay)
+		}
+		fmt.Fprintf(tw, "%s%s\t%v\t%.3g\t%d\t%d\t%.3f\t%.3f\t%s\t%s\t%s\t%s\t", t.Name, met, t.Write, t.Target, t.Pool, t.PoolDuplicates,
+			t.DuplicateThreshold, t.AmbiguousThreshold, pct(t.Expected.Precision), pct(t.Expected.Recall), pct(t.JudgeCeiling), replay)
 		if c.Holdout != "" {
 			if t.Holdout != nil {
 				fmt.Fprintf(tw, "%s\t%s\t%d\t", pct(t.Holdout.Precision), pct(t.Holdout.Recall), t.Holdout.Events)

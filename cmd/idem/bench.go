@@ -18,6 +18,7 @@ import (
 	"github.com/idem-dev/idem/client"
 	"github.com/idem-dev/idem/config"
 	"github.com/idem-dev/idem/embed"
+	"github.com/idem-dev/idem/pairscore"
 )
 
 func init() {
@@ -56,6 +57,10 @@ const benchUsage = `usage: idem bench <run|calibrate|import> ...
         --out FILE              write the YAML snippet to FILE (default stdout)
         --target-write P        precision target of write actions (default 0.99)
         --target-read P         precision target of read-only actions (default 0.95)
+        --target-replay P       precision a read-only type's free-text matches keep to
+                                replay: writes its semantic_replay threshold (default 0.99)
+        --scorer                thresholds are the built-in pair scorer's probabilities,
+                                not cosines (the sweep and --holdout are scored offline)
         --by-tool               one policy per tool with enough evidence
         --config FILE           an idem config file to start from (policies, typed comparison, tool rules)
         --policies FILE         the policies to start from
@@ -331,6 +336,8 @@ func benchCalibrate(ctx context.Context, args []string, stdout, stderr io.Writer
 	ccfg := bench.DefaultCalibrateConfig()
 	fs.Float64Var(&ccfg.WriteTarget, "target-write", ccfg.WriteTarget, "")
 	fs.Float64Var(&ccfg.ReadTarget, "target-read", ccfg.ReadTarget, "")
+	fs.Float64Var(&ccfg.ReplayTarget, "target-replay", ccfg.ReplayTarget, "")
+	scorer := fs.Bool("scorer", false, "")
 	fs.BoolVar(&ccfg.ByTool, "by-tool", false, "")
 	holdout := fs.String("holdout", "", "")
 	out := fs.String("out", "", "")
@@ -356,11 +363,27 @@ func benchCalibrate(ctx context.Context, args []string, stdout, stderr io.Writer
 	if err != nil {
 		return err
 	}
+	var model *pairscore.Model
+	if *scorer {
+		if model, err = pairscore.Default(); err != nil {
+			return err
+		}
+		r.Analysis.UseScorer(model)
+	}
 	cal, err := bench.Calibrate(r.Analysis, ccfg)
 	if err != nil {
 		return benchUsageError{err.Error()}
 	}
-	if *holdout != "" {
+	if *holdout != "" && model != nil {
+		// The funnel cannot apply probabilities yet: the holdout is
+		// replayed with the starting policies and scored offline.
+		hr, err := replayScore(ctx, *holdout, cfg, &c, enc, stderr)
+		if err != nil {
+			return err
+		}
+		hr.Analysis.UseScorer(model)
+		cal.SetHoldoutAnalysis(hr.Analysis)
+	} else if *holdout != "" {
 		hcfg := cfg
 		hcfg.Policies = cal.Policies
 		hr, err := replayScore(ctx, *holdout, hcfg, &c, enc, stderr)

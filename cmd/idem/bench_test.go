@@ -69,6 +69,27 @@ func TestBenchCalibrateHoldout(t *testing.T) {
 	}
 }
 
+// TestBenchCalibrateScorer: with --scorer the snippet's thresholds are
+// the pair scorer's probabilities, and the holdout is scored offline.
+func TestBenchCalibrateScorer(t *testing.T) {
+	snippet := filepath.Join(t.TempDir(), "policies.yaml")
+	code, stdout, stderr := runBenchCmd(t, "calibrate", "--scorer", "--budget", "1h", "../../bench/testdata/stsb-dev-small",
+		"--holdout", "../../bench/testdata/stsb-train-small", "--out", snippet)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if !strings.Contains(stdout, "holdout precision") || !strings.Contains(stdout, "semantic replay") {
+		t.Errorf("table:\n%s", stdout)
+	}
+	y, err := os.ReadFile(snippet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(y), "probabilities of the pair scorer") || !strings.Contains(string(y), "on holdout stsb-train-small") {
+		t.Errorf("snippet:\n%s", y)
+	}
+}
+
 func TestBenchUsageErrors(t *testing.T) {
 	dir := t.TempDir()
 	os.WriteFile(filepath.Join(dir, "traffic.jsonl"), []byte(`{"t_ms": 0, "session": "s", "tool": "t", "arguments": {}}`+"\n"+`{"t_ms": 1, "session": "s"}`+"\n"), 0o644)
@@ -83,6 +104,7 @@ func TestBenchUsageErrors(t *testing.T) {
 		{"invalid traffic", []string{"run", dir, "--out", t.TempDir()}, "traffic.jsonl:2: tool: missing"},
 		{"unknown format", []string{"import", "csv", "a", "b"}, "unknown format"},
 		{"bad target", []string{"calibrate", "--target-write", "2", dir}, "write_target"},
+		{"bad replay target", []string{"calibrate", "--target-replay", "0", dir}, "replay_target"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
