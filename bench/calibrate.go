@@ -195,7 +195,16 @@ func Calibrate(a *Analysis, cfg CalibrateConfig) (*Calibration, error) {
 			tc.Tool = strings.TrimPrefix(name, "tool:")
 		}
 		p := t.base
-		p.DuplicateThreshold, p.AmbiguousThreshold = tc.DuplicateThreshold, tc.AmbiguousThreshold
+		if a.Scorer != "" {
+			// The thresholds are the pair scorer's probabilities: the
+			// funnel reads them from these keys when the scorer is on.
+			p.DuplicateProbability, p.AmbiguousProbability = tc.DuplicateThreshold, tc.AmbiguousThreshold
+		} else {
+			p.DuplicateThreshold, p.AmbiguousThreshold = tc.DuplicateThreshold, tc.AmbiguousThreshold
+		}
+		if tc.SemanticReplay != nil {
+			p.SemanticReplay = *tc.SemanticReplay
+		}
 		cal.Types = append(cal.Types, tc)
 		if strings.HasPrefix(name, "tool:") {
 			byTool = append(byTool, p)
@@ -441,11 +450,7 @@ func (c *Calibration) WriteYAML(w io.Writer) error {
 		} else {
 			fmt.Fprintf(&b, "  # %s: no events in the calibration set; unchanged\n", p.Name)
 		}
-		doc := calibratedPolicy{Policy: p}
-		if i := slices.IndexFunc(c.Types, func(t TypeCalibration) bool { return t.Name == p.Name }); i >= 0 {
-			doc.SemanticReplay = c.Types[i].SemanticReplay
-		}
-		out, err := yaml.Marshal(doc)
+		out, err := yaml.Marshal(p)
 		if err != nil {
 			return fmt.Errorf("bench: policy %s as YAML: %w", p.Name, err)
 		}
@@ -459,14 +464,6 @@ func (c *Calibration) WriteYAML(w io.Writer) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
-}
-
-// calibratedPolicy is a policy as the snippet writes it: with the
-// semantic_replay threshold of a read-only type. (funnel.Policy has no
-// such key yet; ReadPolicies ignores it.)
-type calibratedPolicy struct {
-	funnel.Policy  `yaml:",inline"`
-	SemanticReplay *float64 `yaml:"semantic_replay,omitempty"`
 }
 
 // ReadPolicies reads a policies: list (the snippet WriteYAML writes, or

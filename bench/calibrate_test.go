@@ -122,8 +122,8 @@ func TestCalibrateSemanticReplay(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the snippet does not read back: %v\n%s", err, snippet)
 	}
-	if pols[0].Name != "read-only" || pols[0].DuplicateThreshold != tc.DuplicateThreshold {
-		t.Errorf("read back %+v, want the read-only policy at %v", pols[0], tc.DuplicateThreshold)
+	if pols[0].Name != "read-only" || pols[0].DuplicateProbability != tc.DuplicateThreshold || pols[0].SemanticReplay != *tc.SemanticReplay {
+		t.Errorf("read back %+v, want the read-only policy at probability %v, semantic_replay %v", pols[0], tc.DuplicateThreshold, *tc.SemanticReplay)
 	}
 	var text bytes.Buffer
 	if err := cal.WriteText(&text); err != nil {

@@ -55,6 +55,9 @@ type Config struct {
 	// comparison, field rules, limits); nil uses the defaults and the
 	// tools' schemas.
 	Canon func(tools []canon.Tool) canon.Config
+	// Scorer, when set, is the funnel's pair scorer (the policies'
+	// duplicate_probability and ambiguous_probability then apply).
+	Scorer funnel.Scorer
 }
 
 // DefaultConfig returns funnel.DefaultPolicies(), the 50 ms budget,
@@ -225,7 +228,7 @@ func NewLocal(cfg Config, enc Encoder, set *Set) (*Local, error) {
 	fcfg.Tools = infos
 	fcfg.Logger = cfg.Logger
 	fcfg.Now = now
-	if l.f, err = funnel.New(fcfg, funnel.Deps{Canon: l.canon, Ledger: l.ledger, Embedder: l.rec, Tokenizer: enc}); err != nil {
+	if l.f, err = funnel.New(fcfg, funnel.Deps{Canon: l.canon, Ledger: l.ledger, Embedder: l.rec, Tokenizer: enc, Scorer: cfg.Scorer}); err != nil {
 		return nil, err
 	}
 	ok = true

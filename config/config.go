@@ -118,6 +118,12 @@ type Ledger struct {
 	MaxResultBytes int           `yaml:"max_result_bytes"`
 }
 
+// The pair scorers.
+const (
+	ScorerNone = "none"
+	ScorerPair = "pair"
+)
+
 // The embedder providers.
 const (
 	ProviderBuiltin = "builtin"
@@ -147,6 +153,10 @@ type Embedder struct {
 	Queue           int `yaml:"queue"`
 	BackgroundQueue int `yaml:"background_queue"`
 	Workers         int `yaml:"workers"`
+	// Scorer is none (text candidates are decided by the cosine) or pair
+	// (the pair scorer's probability, with the built-in encoder only: the
+	// policies' duplicate_probability and ambiguous_probability apply).
+	Scorer string `yaml:"scorer"`
 }
 
 // Sessions bounds the session views the funnel keeps in memory.
@@ -242,6 +252,7 @@ func Default() Config {
 		Embedder: Embedder{
 			Provider: ProviderBuiltin, Timeout: 10 * time.Second, CacheEntries: 100_000,
 			Batch: lc.EncoderBatch, Queue: lc.EncoderQueue, BackgroundQueue: lc.BackgroundQueue, Workers: lc.EncoderWorkers,
+			Scorer: ScorerNone,
 		},
 		Sessions: Sessions{MaxViews: lc.MaxSessions, Warm: lc.WarmSessions},
 		Judge:    Judge{BaseURL: "https://api.openai.com/v1", Timeout: 2 * time.Second},
@@ -387,6 +398,15 @@ func (c *Config) Validate() error {
 		if k.v < 1 {
 			bad(k.key, "must be at least 1")
 		}
+	}
+	switch e.Scorer {
+	case ScorerNone:
+	case ScorerPair:
+		if e.Provider != ProviderBuiltin {
+			bad("embedder.scorer", "pair needs provider builtin (its weights were fitted to the built-in encoder)")
+		}
+	default:
+		bad("embedder.scorer", "%q is not none or pair", e.Scorer)
 	}
 	if c.Sessions.Warm < 0 || c.Sessions.Warm > c.Sessions.MaxViews {
 		bad("sessions.warm", "must be in [0, sessions.max_views]")

@@ -59,6 +59,7 @@ import (
 	"github.com/idem-dev/idem/embed"
 	"github.com/idem-dev/idem/judge"
 	"github.com/idem-dev/idem/ledger"
+	"github.com/idem-dev/idem/pairscore"
 )
 
 // Ledger is what the funnel needs of the idempotency ledger
@@ -88,6 +89,16 @@ type Embedder interface {
 type Tokenizer interface {
 	Tokenize(text string) (embed.Tokens, error)
 	MaxTokens() int
+}
+
+// Scorer scores a pair of text views: the probability that they ask for
+// the same effect (*pairscore.Model provides it). It is used only with the
+// encoder its weights were fitted to.
+type Scorer interface {
+	Score(p pairscore.Pair) pairscore.Score
+	Thresholds() pairscore.Thresholds
+	CosineFloor(p float64) float64
+	Encoder() string
 }
 
 // Judge decides whether executing a call would repeat an earlier call's
@@ -213,6 +224,10 @@ type Deps struct {
 	// Embedder is itself a Tokenizer, that is used.
 	Tokenizer Tokenizer
 	Judge     Judge
+	// Scorer, when set and fitted to the Embedder, scores text candidates
+	// in place of the bare cosine: the policies' thresholds are then
+	// probabilities (duplicate_probability, ambiguous_probability).
+	Scorer Scorer
 }
 
 // Funnel decides checks. It is safe for concurrent use. It owns
@@ -225,6 +240,7 @@ type Funnel struct {
 	embedder Embedder
 	tok      Tokenizer
 	judge    Judge
+	scorer   Scorer // nil when off
 	model    string // the embedder's name ("" without one)
 	dim      int
 	enc      *encoderQueue // nil without an embedder
@@ -275,6 +291,12 @@ func New(cfg Config, deps Deps) (*Funnel, error) {
 		f.tok = deps.Tokenizer
 		if f.tok == nil {
 			f.tok, _ = f.embedder.(Tokenizer)
+		}
+		if deps.Scorer != nil {
+			if deps.Scorer.Encoder() != f.model {
+				return nil, fmt.Errorf("funnel: the pair scorer was fitted to %q, not to the embedder %q", deps.Scorer.Encoder(), f.model)
+			}
+			f.scorer = deps.Scorer
 		}
 		f.enc = newEncoderQueue(f.embedder, cfg)
 		for range cfg.EncoderWorkers {
@@ -379,6 +401,28 @@ func (f *Funnel) Policy(tool string) *Policy {
 	return &p
 }
 
+// thresholds are the duplicate and ambiguous thresholds of pol on the
+// scale of the candidates' scores: probabilities with the pair scorer,
+// cosines without.
+func (f *Funnel) thresholds(pol *Policy) (dup, amb float64) {
+	if f.scorer == nil {
+		return pol.DuplicateThreshold, pol.AmbiguousThreshold
+	}
+	t := f.scorer.Thresholds()
+	dup, amb = t.Duplicate, t.Ambiguous
+	if pol.DuplicateProbability > 0 {
+		dup = pol.DuplicateProbability
+	}
+	if pol.AmbiguousProbability > 0 {
+		amb = pol.AmbiguousProbability
+	}
+	return dup, min(amb, dup)
+}
+
+// floor is the lowest cosine at which the pair scorer can reach the
+// ambiguous probability: a candidate below it is not scored.
+func (f *Funnel) floor(c *check) float64 { return f.scorer.CosineFloor(c.amb) }
+
 // Scope names the index scope of a tenant's session.
 func Scope(tenant, session string) string { return tenant + "\x00" + session }
 
@@ -402,6 +446,8 @@ type check struct {
 	// to seenSeq (false when the view could not be loaded in time).
 	looked bool
 	locked bool // the session's lock is held (claim's late look): no waiting
+	// dup and amb are the policy's thresholds on the scale of the scores.
+	dup, amb float64
 	// leaves are the call's identity leaves, once grading needed them;
 	// restated holds the grade of each earlier call whose identity values
 	// the call restates.
@@ -449,6 +495,7 @@ func (f *Funnel) Check(ctx context.Context, req Request) (Result, error) {
 	c.res.Hash, c.res.IdentityDigest = call.Hash, call.IdentityDigest
 	c.pol = f.Policy(req.Tool)
 	c.res.Policy = c.pol.Name
+	c.dup, c.amb = f.thresholds(c.pol)
 	c.scope = Scope(req.Tenant, req.Session)
 	c.lap("canon")
 

@@ -88,6 +88,7 @@ type options struct {
 	budget   time.Duration
 	embedder Embedder
 	warm     int
+	scorer   Scorer
 }
 
 // newEnv builds a funnel on a real Badger ledger in a temp dir and the real
@@ -138,7 +139,7 @@ func newFunnel(t testing.TB, led Ledger, now func() time.Time, o options) *Funne
 		cfg.Budget = o.budget
 		cfg.JudgeReserve = min(cfg.JudgeReserve, o.budget/10)
 	}
-	deps := Deps{Canon: cn, Ledger: led, Embedder: emb}
+	deps := Deps{Canon: cn, Ledger: led, Embedder: emb, Scorer: o.scorer}
 	if o.judge != nil {
 		deps.Judge = o.judge
 	}
@@ -246,7 +247,7 @@ func TestSameIntentUnderNewStepIsCaught(t *testing.T) {
 	})
 	t.Run("semantic replays under a replay policy", func(t *testing.T) {
 		p := DefaultPolicy()
-		p.OnDuplicate = ActionReplay
+		p.OnDuplicate, p.SemanticReplay = ActionReplay, 0.9
 		e := newEnv(t, options{policies: []Policy{p}})
 		e.run(t, Request{Step: "1", Tool: "send_email", Arguments: []byte(invoice)}, `{"message_id":"m-1"}`)
 		res := e.check(t, Request{Step: "7", Tool: "send_email", Arguments: []byte(invoiceReworded)})
@@ -290,7 +291,7 @@ func TestIdentityGateLetsDifferentTargetsExecute(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			p := DefaultPolicy()
-			p.OnDuplicate = ActionReplay
+			p.OnDuplicate, p.SemanticReplay = ActionReplay, 0.9
 			e := newEnv(t, options{policies: []Policy{p}})
 			e.run(t, Request{Step: "1", Tool: tc.tool, Arguments: []byte(tc.first)}, `{"ok":true}`)
 			res := e.check(t, Request{Step: "2", Tool: tc.tool, Arguments: []byte(tc.second)})
@@ -493,8 +494,8 @@ func TestAmbiguousBandGoesToTheJudge(t *testing.T) {
 
 func TestLongTextIsComparedWindowByWindow(t *testing.T) {
 	p := DefaultPolicy()
-	p.OnDuplicate = ActionReplay
-	e := newEnv(t, options{policies: []Policy{p}, budget: 10 * time.Second})
+	p.OnDuplicate, p.SemanticReplay = ActionReplay, 0.9
+	e := newEnv(t, options{policies: []Policy{p}})
 	intro := strings.Repeat("The quarterly figures show steady growth in every region we serve. ", 16)
 	tailA := "Approve the new office lease in Berlin, sign the contract with the landlord, and transfer the deposit to the escrow account before the end of the month so the team can move in by spring. "
 	tailB := "Cancel every open purchase order with our hardware suppliers, freeze all hiring in the sales department, and tell the auditors that the annual report will be published two weeks late. "

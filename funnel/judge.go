@@ -15,7 +15,7 @@ import (
 // that the judge cannot answer for is asked about (confirm), whatever the
 // policy's fallback.
 func (f *Funnel) judgeStage(ctx, bctx context.Context, c *check, cd *candidate, got ledger.Claim) (bool, error) {
-	ask := cd.probable && cd.score >= c.pol.DuplicateThreshold
+	ask := cd.probable && cd.score >= c.dup
 	fallback := func(budget string) (bool, error) {
 		if ask {
 			if budget != "" {
@@ -23,9 +23,9 @@ func (f *Funnel) judgeStage(ctx, bctx context.Context, c *check, cd *candidate, 
 				c.note("%s", budget)
 			}
 			c.res.Stage = StageSemantic
-			return f.onDuplicate(ctx, c, got, cd.score, fmt.Sprintf("a call of the same tool whose identity values this call restates, with text similarity %.3f, was made in this session (the judge could not answer)", cd.score), true)
+			return f.onDuplicate(ctx, c, got, cd, fmt.Sprintf("a call of the same tool whose identity values this call restates, with text similarity %.3f, was made in this session (the judge could not answer)", cd.cosine), true)
 		}
-		return f.fallbackFor(ctx, c, got, cd.score, budget)
+		return f.fallbackFor(ctx, c, got, cd, budget)
 	}
 	if f.judge == nil || !c.pol.Judge {
 		c.note("similarity %.3f is in the ambiguous band and no judge is configured", cd.score)
@@ -53,7 +53,7 @@ func (f *Funnel) judgeStage(ctx, bctx context.Context, c *check, cd *candidate, 
 	c.res.Judge = &Verdict{Duplicate: v.Duplicate, Confidence: v.Confidence, Reason: v.Reason}
 	if v.Duplicate {
 		c.res.Stage = StageJudge
-		return f.onDuplicate(ctx, c, got, cd.score, "the judge found it repeats an earlier call: "+v.Reason, cd.probable)
+		return f.onDuplicate(ctx, c, got, cd, "the judge found it repeats an earlier call: "+v.Reason, cd.probable)
 	}
 	return false, nil
 }
@@ -61,29 +61,32 @@ func (f *Funnel) judgeStage(ctx, bctx context.Context, c *check, cd *candidate, 
 // onDuplicate applies the policy's action to a semantic or judged
 // duplicate. A probable one (identity values restated, not certain) may
 // only be asked about: confirm, whatever the policy.
-func (f *Funnel) onDuplicate(ctx context.Context, c *check, got ledger.Claim, sim float64, reason string, probable bool) (bool, error) {
+func (f *Funnel) onDuplicate(ctx context.Context, c *check, got ledger.Claim, cd *candidate, reason string, probable bool) (bool, error) {
 	action := c.pol.OnDuplicate
 	if probable {
 		action = ActionConfirm
 	}
 	switch action {
 	case ActionReplay:
-		return true, f.replay(ctx, c, got, sim, reason)
+		err := f.replay(ctx, c, got, cd.cosine, reason)
+		if c.res.Match != nil && c.res.Match.Key == got.Record.Key {
+			c.res.Match = f.matchOf(c, cd, &got.Record)
+		}
+		return true, err
 	case ActionConfirm:
-		c.res.Decision, c.res.Match = Confirm, matchOf(&got.Record, sim)
+		c.res.Decision, c.res.Match = Confirm, f.matchOf(c, cd, &got.Record)
 		c.res.Reason = reason + ": confirm before executing"
 		return true, nil
 	default: // Warn
-		c.res.Match = matchOf(&got.Record, sim)
+		c.res.Match = f.matchOf(c, cd, &got.Record)
 		c.note("warn: %s", reason)
 		return false, nil
 	}
 }
 
 // fallbackFor applies the policy's fallback to an undecided candidate.
-func (f *Funnel) fallbackFor(ctx context.Context, c *check, got ledger.Claim, sim float64, budget string) (bool, error) {
-	m := matchOf(&got.Record, sim)
-	return f.fallback(ctx, c, m, budget)
+func (f *Funnel) fallbackFor(ctx context.Context, c *check, got ledger.Claim, cd *candidate, budget string) (bool, error) {
+	return f.fallback(ctx, c, f.matchOf(c, cd, &got.Record), budget)
 }
 
 // fallback decides by the policy's fallback. budget, when not empty, says

@@ -64,6 +64,19 @@ type Policy struct {
 	// AmbiguousThreshold: cosine at or above which (and below the
 	// duplicate threshold) the judge decides.
 	AmbiguousThreshold float64 `yaml:"ambiguous_threshold" json:"ambiguous_threshold"`
+	// DuplicateProbability and AmbiguousProbability stand for the two
+	// thresholds when the pair scorer is on (its probability that two
+	// text views ask for the same effect); 0 takes the scorer's own
+	// calibrated thresholds.
+	DuplicateProbability float64 `yaml:"duplicate_probability,omitempty" json:"duplicate_probability,omitempty"`
+	AmbiguousProbability float64 `yaml:"ambiguous_probability,omitempty" json:"ambiguous_probability,omitempty"`
+	// SemanticReplay is the score (cosine, or probability with the pair
+	// scorer) at or above which a replay may rest on free-text
+	// similarity, as idem bench calibrate writes it for a target
+	// precision; 0 (the default) replays only certain matches (exact, or
+	// equal identity fields without text): a free-text match executes,
+	// with a note. It matters for on_duplicate: replay only.
+	SemanticReplay float64 `yaml:"semantic_replay,omitempty" json:"semantic_replay,omitempty"`
 	// IdentityGate requires a candidate's identity fields to equal the
 	// call's. Turning it off lets embeddings alone decide.
 	IdentityGate bool `yaml:"identity_gate" json:"identity_gate"`
@@ -170,6 +183,17 @@ func (p Policy) Validate() error {
 	case FallbackExecute, FallbackConfirm:
 	default:
 		errs = append(errs, fmt.Errorf("fallback: %q is not execute or confirm", p.Fallback))
+	}
+	for _, v := range []struct {
+		name string
+		v    float64
+	}{{"duplicate_probability", p.DuplicateProbability}, {"ambiguous_probability", p.AmbiguousProbability}, {"semantic_replay", p.SemanticReplay}} {
+		if v.v < 0 || v.v > 1 {
+			errs = append(errs, fmt.Errorf("%s: %v not in [0, 1]", v.name, v.v))
+		}
+	}
+	if p.DuplicateProbability > 0 && p.AmbiguousProbability > p.DuplicateProbability {
+		errs = append(errs, fmt.Errorf("ambiguous_probability: %v above duplicate_probability", p.AmbiguousProbability))
 	}
 	switch p.Identity {
 	case "", IdentityGraded, IdentityStrict, IdentityLenient:

@@ -111,8 +111,11 @@ type Match struct {
 	// Similarity is the cosine of the text views (1 for the key and exact
 	// stages, and for calls without text whose identity fields are equal).
 	Similarity float64 `json:"similarity"`
-	CreatedAt  int64   `json:"created_at_ms"`
-	leaseUntil int64   // the record's lease end (ms), for LeaseExpiresAt
+	// Probability is the pair scorer's probability that the two calls'
+	// text views ask for the same effect, when the scorer is on.
+	Probability float64 `json:"probability,omitempty"`
+	CreatedAt   int64   `json:"created_at_ms"`
+	leaseUntil  int64   // the record's lease end (ms), for LeaseExpiresAt
 }
 
 // Verdict is the judge's answer, when it was asked.

@@ -10,12 +10,18 @@ import (
 
 	"github.com/idem-dev/idem/canon"
 	"github.com/idem-dev/idem/ledger"
+	"github.com/idem-dev/idem/pairscore"
 )
 
 // candidate is an earlier call that may be the same effect.
 type candidate struct {
-	e     *entry
-	score float64
+	e *entry
+	// score is what the thresholds apply to: the cosine of the text views
+	// (1 without text), or the pair scorer's probability when it is on.
+	score, cosine float64
+	// prob and differs are the pair scorer's, when it scored the pair.
+	prob    float64
+	differs []string
 	// probable: its identity values are restated (c.restated), and the
 	// policy's identity mode is graded: it may only be asked about.
 	probable bool
@@ -303,15 +309,29 @@ func (f *Funnel) textStage(ctx, bctx context.Context, c *check, s *session, gate
 		if p.vecs == nil {
 			continue
 		}
-		sim := f.compare(c, c.windows, p.vecs)
+		cd := candidate{e: p.e, got: p.got, fetched: p.fetched, probable: f.probable(c, p.e)}
+		cosines, mismatch := f.compare(c.windows, p.vecs)
+		cd.cosine = lowest(cosines)
+		cd.score = cd.cosine
+		if f.scorer != nil {
+			if err := f.scoreText(ctx, c, &cd, cosines); err != nil {
+				return false, err
+			}
+		}
+		if mismatch {
+			// Views of a different number of windows differ in text the
+			// encoder saw in one and not the other: at most the judge may
+			// call them the same.
+			cd.score = math.Min(cd.score, math.Nextafter(c.dup, 0))
+		}
 		if p.held {
-			if sim < c.pol.AmbiguousThreshold || !f.unparsedOnly(ctx, c, p.e) {
+			if cd.score < c.amb || !f.unparsedOnly(ctx, c, p.e) {
 				continue
 			}
-			sim = math.Min(sim, math.Nextafter(c.pol.DuplicateThreshold, 0))
+			cd.score = math.Min(cd.score, math.Nextafter(c.dup, 0))
 			nheld++
 		}
-		cands = append(cands, candidate{e: p.e, score: sim, got: p.got, fetched: p.fetched, probable: f.probable(c, p.e)})
+		cands = append(cands, cd)
 	}
 	f.noteHeld(c, nheld)
 	slices.SortStableFunc(cands, func(a, b candidate) int {
@@ -348,21 +368,55 @@ func (f *Funnel) whyNot(ctx, bctx context.Context, err error) (string, bool) {
 	return "encoder error: " + err.Error(), true
 }
 
-// compare is the cosine of two text views embedded window by window: the
-// lowest over aligned windows. Views of a different number of windows
-// differ in text the encoder saw in one and not the other, so they are
-// held below the duplicate threshold: at most the judge may call them the
-// same.
-func (f *Funnel) compare(c *check, a, b [][]float32) float64 {
+// compare returns the cosines of two text views embedded window by
+// window, aligned (the lowest is their similarity), and reports whether
+// they have a different number of windows.
+func (f *Funnel) compare(a, b [][]float32) (cosines []float64, mismatch bool) {
 	n := min(len(a), len(b))
-	sim := 1.0
+	cosines = make([]float64, n)
 	for i := range n {
-		sim = math.Min(sim, dot(a[i], b[i]))
+		cosines[i] = dot(a[i], b[i])
 	}
-	if len(a) != len(b) {
-		sim = math.Min(sim, math.Nextafter(c.pol.DuplicateThreshold, 0))
+	return cosines, len(a) != len(b)
+}
+
+// lowest is the smallest of cs (1 for none).
+func lowest(cs []float64) float64 {
+	m := 1.0
+	for _, x := range cs {
+		m = math.Min(m, x)
 	}
-	return sim
+	return m
+}
+
+// scoreText scores a candidate with the pair scorer: its probability that
+// the two text views ask for the same effect becomes the candidate's
+// score, and the words that weighed against it are kept for the answer.
+// A candidate whose cosine is below what the ambiguous probability needs
+// is not read.
+func (f *Funnel) scoreText(ctx context.Context, c *check, cd *candidate, cosines []float64) error {
+	cd.score = 0
+	if cd.cosine < f.floor(c) {
+		return nil
+	}
+	if !cd.fetched {
+		got, ok, err := f.live(ctx, c, cd.e.key)
+		if err != nil {
+			return err
+		}
+		cd.got, cd.fetched = got, true
+		if !ok {
+			return nil // the candidate does not count: decideCandidates skips it
+		}
+	}
+	earlier := f.earlierCall(c, &cd.got.Record)
+	if earlier == nil {
+		cd.score = cd.cosine * 0 // unreadable: it cannot be scored, nor replayed
+		return nil
+	}
+	s := f.scorer.Score(pairscore.Pair{A: earlier.TextView(), B: c.call.TextView(), Cosines: cosines})
+	cd.score, cd.prob, cd.differs = s.Prob, s.Prob, s.Differs
+	return nil
 }
 
 func dot(a, b []float32) float64 {
@@ -396,7 +450,7 @@ func (f *Funnel) identityCandidates(ctx context.Context, c *check, s *session, g
 		if text == textSome {
 			continue
 		}
-		cd := candidate{e: e, score: 1, probable: f.probable(c, e)}
+		cd := candidate{e: e, score: 1, cosine: 1, probable: f.probable(c, e)}
 		if text == textUnknown {
 			got, ok, err := f.live(ctx, c, e.key)
 			if err != nil {
@@ -425,7 +479,7 @@ func (f *Funnel) identityCandidates(ctx context.Context, c *check, s *session, g
 	n := 0
 	for i := len(held) - 1; i >= 0; i-- {
 		if f.unparsedOnly(ctx, c, held[i]) {
-			cands = append(cands, candidate{e: held[i], score: c.pol.AmbiguousThreshold})
+			cands = append(cands, candidate{e: held[i], score: c.amb, cosine: 1})
 			n++
 		}
 	}
@@ -465,7 +519,7 @@ func (f *Funnel) decideCandidates(ctx, bctx context.Context, c *check, cands []c
 	var ambiguous *candidate
 	for i := range cands {
 		cd := &cands[i]
-		if cd.score < c.pol.AmbiguousThreshold {
+		if cd.score < c.amb {
 			break
 		}
 		got, ok := cd.got, cd.fetched
@@ -479,24 +533,24 @@ func (f *Funnel) decideCandidates(ctx, bctx context.Context, c *check, cands []c
 			continue
 		}
 		var earlier *canon.Call // the candidate's call, read once for both uses below
-		if cd.score >= c.pol.DuplicateThreshold {
+		if cd.score >= c.dup {
 			earlier = f.earlierCall(c, &got.Record)
-			if kind := f.contrastWith(c, earlier); kind != "" {
-				cd.score = math.Nextafter(c.pol.DuplicateThreshold, 0)
+			// The pair scorer weighs the contrast guard's signals itself.
+			if kind := f.contrastWith(c, earlier); kind != "" && f.scorer == nil {
+				cd.score = math.Nextafter(c.dup, 0)
 				c.note("the earlier call's text differs in %s: held below the duplicate threshold", kind)
 			}
 		}
-		if cd.score >= c.pol.DuplicateThreshold && cd.probable && f.judge != nil && c.pol.Judge {
+		if cd.score >= c.dup && cd.probable && f.judge != nil && c.pol.Judge {
 			// A probable candidate goes to the judge first.
 			f.noteReadings(c, cd.e)
-			c.res.Match = matchOf(&got.Record, cd.score)
+			c.res.Match = f.matchOf(c, cd, &got.Record)
 			if done, err := f.judgeStage(ctx, bctx, c, cd, got); err != nil || done {
 				return done, err
 			}
 			continue
 		}
-		if cd.score >= c.pol.DuplicateThreshold {
-			c.res.Stage = StageSemantic
+		if cd.score >= c.dup {
 			f.noteRestated(c, earlier)
 			f.noteReadings(c, cd.e)
 			what := "equal identity fields"
@@ -505,22 +559,64 @@ func (f *Funnel) decideCandidates(ctx, bctx context.Context, c *check, cands []c
 			} else if c.restated[cd.e] != nil {
 				what = "identity values this call restates (read as equal: identity lenient)"
 			}
-			reason := fmt.Sprintf("a call of the same tool with %s and text similarity %.3f (≥ %.2f) was made in this session", what, cd.score, c.pol.DuplicateThreshold)
+			reason := fmt.Sprintf("a call of the same tool with %s and text similarity %.3f (≥ %.2f) was made in this session", what, cd.score, c.dup)
+			if f.scorer != nil {
+				reason = fmt.Sprintf("a call of the same tool with %s, text similarity %.3f and probability %.3f of the same request (≥ %.2f), was made in this session", what, cd.cosine, cd.prob, c.dup)
+			}
 			if !c.call.HasText() {
 				reason = fmt.Sprintf("a call of the same tool with %s (and no text to compare) was made in this session", what)
+			} else if !cd.probable && c.pol.OnDuplicate == ActionReplay && (c.pol.SemanticReplay == 0 || cd.score < c.pol.SemanticReplay) {
+				// A replay may rest on free-text similarity only at or
+				// above the policy's calibrated semantic_replay: a read is
+				// free to run again, a wrong answer is not.
+				c.res.Match = f.matchOf(c, cd, &got.Record)
+				f.noteDiffers(c, cd)
+				c.note("%s; a free-text match replays only at or above the policy's semantic_replay (%s): it executes", reason, replayBar(c.pol.SemanticReplay))
+				c.res.Reason = "a free-text match is not certain enough to replay: it executes"
+				return false, nil
 			}
-			return f.onDuplicate(ctx, c, got, cd.score, reason, cd.probable)
+			f.noteDiffers(c, cd)
+			c.res.Stage = StageSemantic
+			return f.onDuplicate(ctx, c, got, cd, reason, cd.probable)
 		}
 		if ambiguous == nil {
 			ambiguous = cd
 			f.noteReadings(c, cd.e)
-			c.res.Match = matchOf(&got.Record, cd.score)
+			f.noteDiffers(c, cd)
+			c.res.Match = f.matchOf(c, cd, &got.Record)
 			if done, err := f.judgeStage(ctx, bctx, c, cd, got); err != nil || done {
 				return done, err
 			}
 		}
 	}
 	return false, nil
+}
+
+// replayBar says what the policy's semantic_replay is.
+func replayBar(v float64) string {
+	if v == 0 {
+		return "not set"
+	}
+	return fmt.Sprintf("%.3f", v)
+}
+
+// noteDiffers names the words that weighed against a candidate the pair
+// scorer scored ("differs: anachronism / mischievous"). They are argument
+// text: for the caller, never the log.
+func (f *Funnel) noteDiffers(c *check, cd *candidate) {
+	if len(cd.differs) > 0 {
+		c.note("differs: %s", strings.Join(cd.differs, "; "))
+	}
+}
+
+// matchOf is the Match of a candidate: its record, its text similarity and
+// the pair scorer's probability.
+func (f *Funnel) matchOf(c *check, cd *candidate, r *ledger.Record) *Match {
+	m := matchOf(r, cd.cosine)
+	if f.scorer != nil && c.call.HasText() {
+		m.Probability = cd.prob
+	}
+	return m
 }
 
 // grade grades the identity values of shaped calls against the call's and
@@ -606,7 +702,7 @@ func (f *Funnel) noteRestated(c *check, earlier *canon.Call) {
 }
 
 // contrastWith names how the call's text contradicts the earlier call's
-// (see contrast), or "" when it does not; earlier is nil when the record's
+// (pairscore.Contrast), or "" when it does not; earlier is nil when the record's
 // call could not be read.
 func (f *Funnel) contrastWith(c *check, earlier *canon.Call) string {
 	if !c.call.HasText() {
@@ -615,7 +711,7 @@ func (f *Funnel) contrastWith(c *check, earlier *canon.Call) string {
 	if earlier == nil {
 		return "an unreadable record" // cannot tell: the embedding alone must not decide
 	}
-	return contrast(c.call.TextView(), earlier.TextView())
+	return pairscore.Contrast(c.call.TextView(), earlier.TextView())
 }
 
 // earlierCall reads a record's call back, or nil when it cannot. The

@@ -181,6 +181,11 @@ func (c *commonFlags) config() (bench.Config, error) {
 			return cfg, benchUsageError{fmt.Sprintf("%s: %v", c.confFile, err)}
 		}
 		cfg.Policies, cfg.Canon = conf.Policies, conf.Canon
+		if conf.Embedder.Scorer == config.ScorerPair {
+			if cfg.Scorer, err = pairscore.Default(); err != nil {
+				return cfg, err
+			}
+		}
 	}
 	if c.policies != "" {
 		data, err := os.ReadFile(c.policies)
@@ -369,21 +374,13 @@ func benchCalibrate(ctx context.Context, args []string, stdout, stderr io.Writer
 			return err
 		}
 		r.Analysis.UseScorer(model)
+		cfg.Scorer = model // the holdout is replayed with the scorer deciding
 	}
 	cal, err := bench.Calibrate(r.Analysis, ccfg)
 	if err != nil {
 		return benchUsageError{err.Error()}
 	}
-	if *holdout != "" && model != nil {
-		// The funnel cannot apply probabilities yet: the holdout is
-		// replayed with the starting policies and scored offline.
-		hr, err := replayScore(ctx, *holdout, cfg, &c, enc, stderr)
-		if err != nil {
-			return err
-		}
-		hr.Analysis.UseScorer(model)
-		cal.SetHoldoutAnalysis(hr.Analysis)
-	} else if *holdout != "" {
+	if *holdout != "" {
 		hcfg := cfg
 		hcfg.Policies = cal.Policies
 		hr, err := replayScore(ctx, *holdout, hcfg, &c, enc, stderr)

@@ -22,6 +22,7 @@ import (
 	"github.com/idem-dev/idem/ledger"
 	"github.com/idem-dev/idem/ledger/badger"
 	"github.com/idem-dev/idem/ledger/postgres"
+	"github.com/idem-dev/idem/pairscore"
 	"github.com/idem-dev/idem/server"
 )
 
@@ -319,6 +320,13 @@ func (a *app) newFunnel(defs []canon.Tool) (*funnel.Funnel, error) {
 	deps := funnel.Deps{Canon: cn, Ledger: a.ledger, Judge: a.judge}
 	if a.emb != nil {
 		deps.Embedder, deps.Tokenizer = a.emb, a.tok
+		if a.cfg.Embedder.Scorer == config.ScorerPair {
+			m, err := pairscore.Default()
+			if err != nil {
+				return nil, fmt.Errorf("embedder.scorer: %w", err)
+			}
+			deps.Scorer = m
+		}
 	}
 	fc := funnel.DefaultConfig()
 	fc.Budget, fc.MaxWait, fc.Policies, fc.Logger = a.cfg.Budget, a.cfg.MaxWait, a.cfg.Policies, a.log
