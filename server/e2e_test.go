@@ -147,6 +147,7 @@ func TestEndpoints(t *testing.T) {
 		`idem_stage_duration_seconds_bucket{stage="canon"`,
 		`idem_embed_cache_misses_total`,
 		`idem_http_requests_total{code="200",route="/v1/check"}`,
+		"go_memstats_heap_inuse_bytes", "go_goroutines", "process_resident_memory_bytes",
 	} {
 		if status != 200 || !strings.Contains(string(body), want) {
 			t.Errorf("metrics lack %s", want)

@@ -44,6 +44,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/idem-dev/idem/funnel"
@@ -205,7 +206,12 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		s.log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	if s.reg == nil {
-		s.reg = prometheus.NewRegistry()
+		// The process's own registry: with the Go runtime's metrics
+		// (go_*: heap, GC, goroutines) and the process's (process_*: RSS,
+		// CPU, open files), to size memory by.
+		reg := prometheus.NewRegistry()
+		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		s.reg = reg
 	}
 	for _, t := range cfg.Tools {
 		if len(s.tools) == MaxToolLabels {
