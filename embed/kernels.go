@@ -1,29 +1,210 @@
 package embed
 
-import "github.com/viterin/vek/vek32"
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"sync"
+	"time"
 
-// Matrix kernels come from github.com/viterin/vek (AVX2+FMA assembly with a
-// pure-Go fallback). Measured on this machine for [16][512]×[512][1536]
-// on one core (BenchmarkKernel): vek32.MatMul 0.61 ms; the same cut into
-// L2-sized column panels 0.55 ms for this shape but slower end to end at 8–16
-// tokens (more calls); vek32.Dot over a transposed matrix 0.63 ms; gonum's
-// blas32.Gemm (pure-Go/SSE) 2.19 ms. So: plain vek32.MatMul.
+	"github.com/viterin/vek/vek32"
+)
 
-// matrix is a [k][p] weight matrix, row-major.
+// The dense layers are matrix products of a batch's stacked token rows
+// ([rows][k]) with a weight matrix ([k][p]). They run on our own kernels, not
+// on github.com/viterin/vek's MatMul, for two reasons measured in
+// BenchmarkKernel: the fastest loop order depends on the CPU (on an Intel
+// Xeon vek.MatMul was 3x slower than dot products over transposed weights;
+// on an AMD EPYC they were equal), and no kernel there fuses the bias and the
+// activation or reads weights laid out for it.
+//
+// Every kernel computes each output as one chain of fused multiply-adds in k
+// order, starting from the bias: acc = fma(x[i][k], w[k][j], acc). So all of
+// them, assembly (AVX2, AVX-512) and pure Go alike, give bit-identical
+// vectors: the kernel a machine picks changes its speed, never a vector or a
+// duplicate decision. Weights are packed once, at load, into panels of the
+// chosen kernel's width (panel-major, [k][nr] inside a panel), so a tile
+// reads its weights contiguously.
+
+// kernel is one implementation of the tile product.
+type kernel struct {
+	name string
+	nr   int // columns per weight panel
+	mr   int // most rows per tile
+	// tile sets c[i][0:nr] (row stride ldc) for i < mr to
+	// bias[0:nr] (or c's own values, flags&tileFromC) plus
+	// a[i][0:k] (row stride lda) times the panel b ([k][nr]), then applies
+	// ReLU if flags&tileReLU.
+	tile func(mr, k int, a []float32, lda int, b, c []float32, ldc int, bias []float32, flags int)
+}
+
+const (
+	tileFromC = 1 << iota // start from c instead of the bias
+	tileReLU              // max(x, 0) at the end (NaN and -0 become 0)
+)
+
+// goKernel is the portable kernel; the assembly ones are added per CPU.
+var goKernel = kernel{name: "go", nr: 16, mr: 4, tile: tileGo}
+
+// kernels lists the kernels this CPU can run, best guess first.
+func kernels() []kernel { return append(cpuKernels(), goKernel) }
+
+// KernelNames lists the matrix kernels the built-in encoder can use on this
+// machine (for USEConfig.Kernel).
+func KernelNames() []string {
+	var names []string
+	for _, k := range kernels() {
+		names = append(names, k.name)
+	}
+	return names
+}
+
+// kernelByName returns the named kernel, or the fastest one measured on
+// this machine for "" or "auto".
+func kernelByName(name string) (kernel, error) {
+	if name == "" || name == KernelAuto {
+		return fastestKernel(), nil
+	}
+	for _, k := range kernels() {
+		if k.name == name {
+			return k, nil
+		}
+	}
+	return kernel{}, fmt.Errorf("%w: kernel %q not available on this CPU (have %v)", ErrConfig, name, KernelNames())
+}
+
+// fastestKernel measures each kernel once per process on the feed-forward
+// shape at 16 tokens and returns the fastest. Only speed depends on it.
+var fastestKernel = sync.OnceValue(func() kernel {
+	ks := kernels()
+	if len(ks) == 1 {
+		return ks[0]
+	}
+	const rows, k, p = 16, modelDim, ffnDim
+	w := make([]float32, k*p)
+	for i := range w {
+		w[i] = rand.Float32() - 0.5
+	}
+	x, bias, dst := w[:rows*k], w[:p], make([]float32, rows*p)
+	best, bestT := ks[0], time.Duration(math.MaxInt64)
+	for _, kn := range ks {
+		if kn.name == goKernel.name {
+			continue // never faster than the assembly where there is one
+		}
+		m := packMatrix(kn, w, k, p)
+		m.mulBias(dst, x, bias, rows, false) // warm the caches
+		t := time.Duration(math.MaxInt64)
+		for range 5 {
+			start := time.Now()
+			m.mulBias(dst, x, bias, rows, false)
+			t = min(t, time.Since(start))
+		}
+		if t < bestT {
+			best, bestT = kn, t
+		}
+	}
+	return best
+})
+
+// matrix is a [k][p] weight matrix packed for one kernel: panels of nr
+// columns, each [k][nr] row-major. p is a multiple of nr.
 type matrix struct {
 	k, p int
+	kern kernel
 	data []float32
 }
 
-func newMatrix(w []float32, k, p int) matrix { return matrix{k: k, p: p, data: w[:k*p]} }
-
-// mulBias sets dst ([rows][p]) to x ([rows][k]) times w plus bias ([p]).
-func (w matrix) mulBias(dst, x, bias []float32, rows int) {
-	p := w.p
-	vek32.MatMul_Into(dst[:rows*p], x[:rows*w.k], w.data, w.k)
-	for i := 0; i < rows; i++ {
-		vek32.Add_Inplace(dst[i*p:(i+1)*p], bias)
+// packMatrix packs w ([k][p], row-major) for kern.
+func packMatrix(kern kernel, w []float32, k, p int) matrix {
+	nr := kern.nr
+	if p%nr != 0 {
+		panic(fmt.Sprintf("embed: matrix width %d is not a multiple of %d", p, nr))
 	}
+	data := make([]float32, k*p)
+	for j0 := 0; j0 < p; j0 += nr {
+		panel := data[j0*k : (j0+nr)*k]
+		for r := 0; r < k; r++ {
+			copy(panel[r*nr:(r+1)*nr], w[r*p+j0:r*p+j0+nr])
+		}
+	}
+	return matrix{k: k, p: p, kern: kern, data: data}
+}
+
+// mulBias sets dst ([rows][p]) to x ([rows][k]) times w plus bias ([p]), then
+// to max(·, 0) if relu. Each output row depends on its input row only, so
+// rows stacked from several texts give each text the values it would get
+// alone.
+func (w matrix) mulBias(dst, x, bias []float32, rows int, relu bool) {
+	k, p, nr, mr := w.k, w.p, w.kern.nr, w.kern.mr
+	flags := 0
+	if relu {
+		flags = tileReLU
+	}
+	if rows == 0 {
+		return
+	}
+	_, _, _ = dst[rows*p-1], x[rows*k-1], bias[p-1]
+	for j0 := 0; j0 < p; j0 += nr {
+		panel := w.data[j0*k : (j0+nr)*k]
+		for i := 0; i < rows; i += mr {
+			m := min(mr, rows-i)
+			w.kern.tile(m, k, x[i*k:], k, panel, dst[i*p+j0:], p, bias[j0:j0+nr], flags)
+		}
+	}
+}
+
+// tileGo is the portable tile kernel. Its chain of float32 fused
+// multiply-adds is the assembly kernels' chain, element for element.
+func tileGo(mr, k int, a []float32, lda int, b, c []float32, ldc int, bias []float32, flags int) {
+	const nr = 16
+	var acc [nr]float32
+	for i := range mr {
+		if flags&tileFromC != 0 {
+			copy(acc[:], c[i*ldc:i*ldc+nr])
+		} else {
+			copy(acc[:], bias[:nr])
+		}
+		row := a[i*lda : i*lda+k]
+		for kk, av := range row {
+			bk := b[kk*nr : kk*nr+nr]
+			for j := range acc {
+				acc[j] = fma32(av, bk[j], acc[j])
+			}
+		}
+		if flags&tileReLU != 0 {
+			for j, v := range acc {
+				if !(v > 0) {
+					acc[j] = 0
+				}
+			}
+		}
+		copy(c[i*ldc:i*ldc+nr], acc[:])
+	}
+}
+
+// fma32 returns x*y+z rounded once to float32, as VFMADD231PS does. The
+// product of two float32 is exact in float64, and math.FMA rounds the sum
+// once to float64; rounding that to float32 is a second rounding, wrong only
+// when the float64 lands exactly halfway between two float32. Then the sum's
+// exact error (two-sum) says which way the true value lies.
+func fma32(x, y, z float32) float32 {
+	p := float64(x) * float64(y)
+	s := p + float64(z)
+	bits := math.Float64bits(s)
+	const half = 1 << 28 // halfway between float32 neighbours, in float64 low bits
+	if bits&(1<<29-1) != half || math.IsInf(s, 0) || math.IsNaN(s) {
+		return float32(s)
+	}
+	// Exact error of s = p + z (Knuth's two-sum).
+	pp := s - float64(z)
+	e := (p - pp) + (float64(z) - (s - pp))
+	switch {
+	case e > 0:
+		s = math.Nextafter(s, math.Inf(1))
+	case e < 0:
+		s = math.Nextafter(s, math.Inf(-1))
+	}
+	return float32(s)
 }
 
 // addTo adds x to dst element-wise.
