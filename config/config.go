@@ -23,11 +23,13 @@ import (
 	"net"
 	"net/netip"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
 
 	"github.com/idem-dev/idem/canon"
+	"github.com/idem-dev/idem/embed"
 	"github.com/idem-dev/idem/funnel"
 )
 
@@ -133,6 +135,10 @@ type Embedder struct {
 	Timeout   time.Duration `yaml:"timeout"`
 	// CacheEntries bounds the embedding cache; 0 turns it off.
 	CacheEntries int `yaml:"cache_entries"`
+	// Kernel is the built-in encoder's matrix kernel: auto (the fastest on
+	// this CPU, measured at start) or one of embed.KernelNames(). All give
+	// the same vectors.
+	Kernel string `yaml:"kernel"`
 }
 
 // Judge configures the LLM judge (off by default).
@@ -217,6 +223,7 @@ func Default() Config {
 		Ledger:   Ledger{Lease: 5 * time.Minute, Retention: 24 * time.Hour, MaxResultBytes: 1 << 20},
 		Embedder: Embedder{
 			Provider: ProviderBuiltin, Timeout: 10 * time.Second, CacheEntries: 100_000,
+			Kernel: embed.KernelAuto,
 		},
 		Judge:   Judge{BaseURL: "https://api.openai.com/v1", Timeout: 2 * time.Second},
 		Budget:  lc.Budget,
@@ -350,6 +357,9 @@ func (c *Config) Validate() error {
 	}
 	if e.CacheEntries < 0 {
 		bad("embedder.cache_entries", "negative")
+	}
+	if e.Provider == ProviderBuiltin && e.Kernel != embed.KernelAuto && !slices.Contains(embed.KernelNames(), e.Kernel) {
+		bad("embedder.kernel", "%q is not auto or a kernel this CPU runs (%s)", e.Kernel, strings.Join(embed.KernelNames(), ", "))
 	}
 	if c.Judge.Enabled {
 		if !httpURL(c.Judge.BaseURL) {
