@@ -156,11 +156,15 @@ func (w matrix) mulBias(dst, x, bias []float32, rows int, relu bool) {
 		return
 	}
 	_, _, _ = dst[rows*p-1], x[rows*k-1], bias[p-1]
+	// Tiles of near-equal height: 16 rows on a 12-row kernel as 8+8, not
+	// 12+4 (a short tile does few multiply-adds per load).
+	tiles := (rows + mr - 1) / mr
 	for j0 := 0; j0 < p; j0 += nr {
 		panel := w.data[j0*k : (j0+nr)*k]
-		for i := 0; i < rows; i += mr {
-			m := min(mr, rows-i)
+		for t, i := 0, 0; t < tiles; t++ {
+			m := (rows - i) / (tiles - t)
 			w.kern.tile(m, k, x[i*k:], k, panel, dst[i*p+j0:], p, bias[j0:j0+nr], flags)
+			i += m
 		}
 	}
 }
