@@ -49,7 +49,7 @@ func BenchmarkUSE(b *testing.B) {
 }
 
 // BenchmarkUSETexts200 embeds the 200 texts of bench/tfjs/texts.json (8-51
-// tokens, 23.9 on average), the texts bench/tfjs/run.mjs gives TF.js, on one
+// tokens, 23.5 on average), the texts bench/tfjs/run.mjs gives TF.js, on one
 // worker with each kernel this CPU runs: one text per Embed ("single"), or
 // 8 per Embed ("batch8", one model call for the 8). One op is all 200 texts.
 func BenchmarkUSETexts200(b *testing.B) {
