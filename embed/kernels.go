@@ -31,17 +31,15 @@ type kernel struct {
 	name string
 	nr   int // columns per weight panel
 	mr   int // most rows per tile
-	// tile sets c[i][0:nr] (row stride ldc) for i < mr to
-	// bias[0:nr] (or c's own values, flags&tileFromC) plus
+	// tile sets c[i][0:nr] (row stride ldc) for i < mr to bias[0:nr] plus
 	// a[i][0:k] (row stride lda) times the panel b ([k][nr]), then applies
 	// ReLU if flags&tileReLU.
 	tile func(mr, k int, a []float32, lda int, b, c []float32, ldc int, bias []float32, flags int)
 }
 
-const (
-	tileFromC = 1 << iota // start from c instead of the bias
-	tileReLU              // max(x, 0) at the end (NaN and -0 become 0)
-)
+// tileReLU, in a tile's flags, applies max(x, 0) at the end (NaN and -0
+// become 0).
+const tileReLU = 1
 
 // goKernel is the portable kernel; the assembly ones are added per CPU.
 var goKernel = kernel{name: "go", nr: 16, mr: 4, tile: tileGo}
@@ -175,11 +173,7 @@ func tileGo(mr, k int, a []float32, lda int, b, c []float32, ldc int, bias []flo
 	const nr = 16
 	var acc [nr]float32
 	for i := range mr {
-		if flags&tileFromC != 0 {
-			copy(acc[:], c[i*ldc:i*ldc+nr])
-		} else {
-			copy(acc[:], bias[:nr])
-		}
+		copy(acc[:], bias[:nr])
 		row := a[i*lda : i*lda+k]
 		for kk, av := range row {
 			bk := b[kk*nr : kk*nr+nr]

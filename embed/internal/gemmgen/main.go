@@ -3,8 +3,8 @@
 //
 // Each kernel computes one tile of C = A·B + bias for up to MR rows of A
 // and one packed panel of B (NR columns, stored [k][NR]). Every element of C
-// is one chain of fused multiply-adds in k order, starting from the bias
-// (or from C): acc = fma(a[i][k], b[k][j], acc). So every kernel, whatever
+// is one chain of fused multiply-adds in k order, starting from the bias:
+// acc = fma(a[i][k], b[k][j], acc). So every kernel, whatever
 // its tile shape or vector width, gives bit-identical results, and so does
 // the pure-Go kernel in embed, which follows the same chain.
 //
@@ -50,7 +50,7 @@ func main() {
 
 // Registers, as the Go declaration in embed/gemm_amd64.go passes them:
 // BX mr, CX k, SI a, R8 lda (bytes), DI b, DX c, R11 ldc (bytes), R9 bias,
-// R10 flags (bit 0: start from C instead of bias; bit 1: ReLU at the end).
+// R10 flags (bit 0: ReLU at the end).
 // R12 = 3·lda, R13 = 5·lda; AX addresses C outside the loop and, in the
 // loop of tiles of more than 6 rows, row 6 of A.
 func (k kernel) emit(b *bytes.Buffer) {
@@ -106,26 +106,12 @@ func (k kernel) emit(b *bytes.Buffer) {
 	for m := 1; m <= k.mr; m++ {
 		n := fmt.Sprintf("%s_m%d", k.name, m)
 		label("%s", n)
-		// Start from C or from the bias.
-		p("TESTQ $1, R10")
-		p("JNZ %s_fromc", n)
+		// Start from the bias.
 		for r := 0; r < m; r++ {
 			for v := 0; v < k.vecs; v++ {
 				p("VMOVUPS %d(R9), %s", v*vb, acc(r, v))
 			}
 		}
-		p("JMP %s_loop0", n)
-		label("%s_fromc", n)
-		p("MOVQ DX, AX")
-		for r := 0; r < m; r++ {
-			for v := 0; v < k.vecs; v++ {
-				p("VMOVUPS %d(AX), %s", v*vb, acc(r, v))
-			}
-			if r < m-1 {
-				p("ADDQ R11, AX")
-			}
-		}
-		label("%s_loop0", n)
 		if m > 6 {
 			p("LEAQ (SI)(R12*2), AX")
 		}
@@ -149,7 +135,7 @@ func (k kernel) emit(b *bytes.Buffer) {
 		p("DECQ CX")
 		p("JNZ %s_loop", n)
 		label("%s_done", n)
-		p("TESTQ $2, R10")
+		p("TESTQ $1, R10")
 		p("JZ %s_store", n)
 		p("%s %s, %s, %s", k.zeroOp, zero, zero, zero)
 		for r := 0; r < m; r++ {
