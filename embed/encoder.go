@@ -217,8 +217,11 @@ func (ws *workspace) grow(rows, texts int) {
 // ids) into out, in one pass over the weights: the texts' token rows are
 // stacked for the dense layers, and attention runs text by text. A text's
 // vector is bit-identical whatever it is batched with. ctx is checked
-// between layers.
+// before and between layers.
 func (e *encoder) forward(ctx context.Context, ws *workspace, seqs [][]int, out [][]float32) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	rows := 0
 	for _, s := range seqs {
 		rows += len(s)

@@ -104,9 +104,10 @@ func TestUSECanceledMidForward(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		// A forward checks ctx 4 times: after layer 0's residual projection,
-		// attention and feed-forward, and after layer 1's attention.
-		for n := int64(0); n < 4; n++ {
+		// A forward checks ctx 5 times: before it starts, after layer 0's
+		// residual projection, attention and feed-forward, and after layer
+		// 1's attention.
+		for n := int64(0); n < 5; n++ {
 			ctx := &cancelAfter{Context: context.Background()}
 			ctx.n.Store(n)
 			v, err := u.Embed(ctx, []string{"send the invoice to bob", "wire 500 dollars to alice"})
