@@ -2,8 +2,9 @@
 // encoder on the 200 texts of texts.json, one thread each: every round runs
 // run.mjs wasm, run.mjs cpu and embed's BenchmarkUSETexts200 (every kernel,
 // one text per call and 8 per call) one after the other; the table gives
-// each runner's median over the rounds and the ratio to TF.js wasm in the
-// same round. Usage: node compare.mjs [rounds] (default 5).
+// each runner's median wall and CPU time per text over the rounds and its
+// ratios to TF.js wasm in the same round (CPU time is the process's own
+// user+system time: on a shared machine, closer to the cost). Usage: node compare.mjs [rounds] (default 5).
 import { execFileSync } from "node:child_process";
 import path from "node:path";
 
@@ -20,8 +21,8 @@ const median = (xs) => {
   return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
 };
 
-const results = {}; // runner -> [ms per text, by round]
-const ratios = {}; // runner -> [TF.js wasm ms / runner ms, by round]
+// runner -> by round: wall and CPU ms per text, and TF.js wasm's over the runner's
+const results = {};
 let tokens = 0;
 for (let r = 0; r < rounds; r++) {
   const round = {};
@@ -32,25 +33,34 @@ for (let r = 0; r < rounds; r++) {
       throw new Error("TF.js wasm ran without SIMD");
     }
     tokens = line.tokens_per_text;
-    round[line.runner] = line.ms_per_text[0];
+    round[line.runner] = [line.ms_per_text[0], line.cpu_ms_per_text[0]];
   }
   const out = execFileSync(
     testBin,
     ["-test.run", "^$", "-test.bench", "^BenchmarkUSETexts200$", "-test.cpu", "1", "-test.benchtime", "1x"],
     { cwd: path.join(root, "embed") },
   ).toString();
-  for (const m of out.matchAll(/^BenchmarkUSETexts200\/(\S+)\s.*?([\d.]+) ms\/text/gm)) {
-    round[`idem ${m[1]}`] = Number(m[2]);
+  for (const line of out.split("\n")) {
+    const name = line.match(/^BenchmarkUSETexts200\/(\S+)\s/);
+    const wall = line.match(/([\d.]+) ms\/text/);
+    const cpu = line.match(/([\d.]+) cpu-ms\/text/);
+    if (name && wall && cpu) {
+      round[`idem ${name[1]}`] = [Number(wall[1]), Number(cpu[1])];
+    }
   }
-  for (const [name, ms] of Object.entries(round)) {
-    (results[name] ??= []).push(ms);
-    (ratios[name] ??= []).push(round["tfjs-wasm"] / ms);
+  for (const [name, [wall, cpu]] of Object.entries(round)) {
+    (results[name] ??= { wall: [], cpu: [], ratio: [], cpuRatio: [] });
+    results[name].wall.push(wall);
+    results[name].cpu.push(cpu);
+    results[name].ratio.push(round["tfjs-wasm"][0] / wall);
+    results[name].cpuRatio.push(round["tfjs-wasm"][1] / cpu);
   }
   console.error(`round ${r + 1}/${rounds}: ${JSON.stringify(round)}`);
 }
 console.log(`${rounds} interleaved rounds, 200 texts, ${tokens.toFixed(1)} tokens a text on average, one thread; medians`);
-console.log("| runner | ms/text | × faster than TF.js wasm+SIMD (same round) |");
-console.log("|---|---|---|");
-for (const [name, ms] of Object.entries(results)) {
-  console.log(`| ${name} | ${median(ms).toFixed(2)} | ${median(ratios[name]).toFixed(2)} |`);
+console.log("| runner | ms/text (wall) | CPU ms/text | × TF.js wasm+SIMD, wall (same round) | × TF.js wasm+SIMD, CPU |");
+console.log("|---|---|---|---|---|");
+for (const [name, r] of Object.entries(results)) {
+  const f = (x) => median(x).toFixed(2);
+  console.log(`| ${name} | ${f(r.wall)} | ${f(r.cpu)} | ${f(r.ratio)} | ${f(r.cpuRatio)} |`);
 }

