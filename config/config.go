@@ -30,6 +30,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/idem-dev/idem/canon"
+	"github.com/idem-dev/idem/embed"
 	"github.com/idem-dev/idem/funnel"
 )
 
@@ -157,6 +158,10 @@ type Embedder struct {
 	// (the pair scorer's probability, with the built-in encoder only: the
 	// policies' duplicate_probability and ambiguous_probability apply).
 	Scorer string `yaml:"scorer"`
+	// Kernel is the built-in encoder's matrix kernel: auto (the fastest on
+	// this CPU, measured at start) or one of embed.KernelNames(). All give
+	// the same vectors.
+	Kernel string `yaml:"kernel"`
 }
 
 // Sessions bounds the session views the funnel keeps in memory.
@@ -253,6 +258,7 @@ func Default() Config {
 			Provider: ProviderBuiltin, Timeout: 10 * time.Second, CacheEntries: 100_000,
 			Batch: lc.EncoderBatch, Queue: lc.EncoderQueue, BackgroundQueue: lc.BackgroundQueue, Workers: lc.EncoderWorkers,
 			Scorer: ScorerNone,
+			Kernel: embed.KernelAuto,
 		},
 		Sessions: Sessions{MaxViews: lc.MaxSessions, Warm: lc.WarmSessions},
 		Judge:    Judge{BaseURL: "https://api.openai.com/v1", Timeout: 2 * time.Second},
@@ -410,6 +416,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Sessions.Warm < 0 || c.Sessions.Warm > c.Sessions.MaxViews {
 		bad("sessions.warm", "must be in [0, sessions.max_views]")
+	}
+	if e.Provider == ProviderBuiltin && e.Kernel != embed.KernelAuto && !slices.Contains(embed.KernelNames(), e.Kernel) {
+		bad("embedder.kernel", "%q is not auto or a kernel this CPU runs (%s)", e.Kernel, strings.Join(embed.KernelNames(), ", "))
 	}
 	if c.Judge.Enabled {
 		if !httpURL(c.Judge.BaseURL) {

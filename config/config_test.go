@@ -75,6 +75,7 @@ func TestErrorsNameKeyAndLine(t *testing.T) {
 		{"not a mapping", "- 1\n- 2\n", []string{"line 1", "mapping"}},
 		{"public without keys", "listen: 0.0.0.0:8080\n", []string{"line 1: listen:", "loopback"}},
 		{"bad provider", "embedder:\n  provider: opneai\n", []string{"line 2: embedder.provider:", "opneai"}},
+		{"unknown kernel", "embedder:\n  kernel: mmx\n", []string{"line 2: embedder.kernel:", "mmx"}},
 		{"openai without model", "embedder:\n  provider: openai\n  base_url: http://x/v1\n  dimensions: 8\n", []string{"embedder.model: required"}},
 		{"judge without model", "judge:\n  enabled: true\n", []string{"line 1: judge.model"}},
 		{"bad key hash", "auth:\n  keys:\n    - {tenant: a, sha256: abc}\n", []string{"line 3: auth.keys[0].sha256"}},

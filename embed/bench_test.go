@@ -26,7 +26,8 @@ func abs(x int) int {
 }
 
 // BenchmarkUSE measures one text of about 8, 16, 32 and 128 tokens; run it
-// with -cpu 1 for the single-core figure.
+// with -cpu 1 for the single-core figure. GFLOP/s counts the reference
+// graph's multiply-adds for the text (graphMACs) over the wall time.
 func BenchmarkUSE(b *testing.B) {
 	cases := loadReference(b)
 	u := testEncoder(b)
@@ -42,7 +43,55 @@ func BenchmarkUSE(b *testing.B) {
 				}
 			}
 			b.ReportMetric(float64((cpuTime()-cpu).Microseconds())/1e3/float64(b.N), "cpu-ms/op")
+			b.ReportMetric(2*float64(graphMACs(b, min(got, USEMaxTokens)))*float64(b.N)/float64(b.Elapsed().Nanoseconds()), "GFLOP/s")
 		})
+	}
+}
+
+// BenchmarkUSETexts200 embeds the 200 texts of bench/tfjs/texts.json (8-51
+// tokens, 23.5 on average), the texts bench/tfjs/run.mjs gives TF.js, on one
+// worker with each kernel this CPU runs: one text per Embed ("single"), or
+// 8 per Embed ("batch8", one model call for the 8). One op is all 200 texts.
+func BenchmarkUSETexts200(b *testing.B) {
+	texts := loadTexts200(b)
+	var macs int64
+	all := make([]string, len(texts))
+	for i, bt := range texts {
+		all[i] = bt.Text
+		macs += graphMACs(b, len(bt.IDs))
+	}
+	ctx := context.Background()
+	for _, kern := range KernelNames() {
+		if kern == goKernel.name {
+			continue // some 20x slower; TestUSEParityKernels runs it
+		}
+		cfg := DefaultUSEConfig()
+		cfg.Workers, cfg.Kernel = 1, kern
+		u, err := NewUSE(cfg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, per := range []int{1, 8} {
+			name := fmt.Sprintf("kernel=%s/single", kern)
+			if per > 1 {
+				name = fmt.Sprintf("kernel=%s/batch%d", kern, per)
+			}
+			b.Run(name, func(b *testing.B) {
+				b.ReportAllocs()
+				cpu := cpuTime()
+				for b.Loop() {
+					for i := 0; i < len(all); i += per {
+						if _, err := u.Embed(ctx, all[i:min(i+per, len(all))]); err != nil {
+							b.Fatal(err)
+						}
+					}
+				}
+				ns := float64(b.Elapsed().Nanoseconds()) / float64(b.N)
+				b.ReportMetric(ns/1e6/float64(len(all)), "ms/text")
+				b.ReportMetric(float64((cpuTime()-cpu).Microseconds())/1e3/float64(b.N*len(all)), "cpu-ms/text")
+				b.ReportMetric(2*float64(macs)/ns, "GFLOP/s")
+			})
+		}
 	}
 }
 

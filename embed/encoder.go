@@ -1,6 +1,7 @@
 package embed
 
 import (
+	"context"
 	"encoding/binary"
 	"fmt"
 	"math"
@@ -33,7 +34,8 @@ const (
 	maxTokens = 128 // the graph's ClipToMaxLength
 )
 
-// layer holds one transformer layer's weights (row-major, [in][out]).
+// layer holds one transformer layer's weights, the matrices ([in][out])
+// packed for the encoder's kernel.
 type layer struct {
 	in, heads, depth  int
 	scale             float32 // query scale, 1/sqrt(depth)
@@ -62,7 +64,7 @@ type encoder struct {
 	tanhB  []float32
 }
 
-func loadEncoder(m *modelFile) (*encoder, error) {
+func loadEncoder(m *modelFile, kern kernel) (*encoder, error) {
 	e := &encoder{}
 	t, err := m.get(tEmbeddings, []int{8002, embDim})
 	if err != nil {
@@ -103,7 +105,7 @@ func loadEncoder(m *modelFile) (*encoder, error) {
 		return nil, fmt.Errorf("%w: max length %d, want %d", ErrModel, e.maxLen, maxTokens)
 	}
 	for i, in := range [2]int{embDim, modelDim} {
-		if err := e.layers[i].load(m, i, in); err != nil {
+		if err := e.layers[i].load(m, kern, i, in); err != nil {
 			return nil, err
 		}
 	}
@@ -111,14 +113,14 @@ func loadEncoder(m *modelFile) (*encoder, error) {
 	if err != nil {
 		return nil, err
 	}
-	e.tanhW = newMatrix(w, modelDim, modelDim)
+	e.tanhW = packMatrix(kern, w, modelDim, modelDim)
 	if e.tanhB, err = m.f32(tTanhB, modelDim); err != nil {
 		return nil, err
 	}
 	return e, nil
 }
 
-func (l *layer) load(m *modelFile, i, in int) error {
+func (l *layer) load(m *modelFile, kern kernel, i, in int) error {
 	L := fmt.Sprintf("Layer_%d/TransformerLayer/", i)
 	l.in = in
 	// The head count is stored once (Layer_1's split shape); both layers
@@ -150,7 +152,7 @@ func (l *layer) load(m *modelFile, i, in int) error {
 	getM := func(dst *matrix, name string, shape ...int) {
 		var w []float32
 		if get(&w, name, shape...); err == nil {
-			*dst = newMatrix(w, shape[len(shape)-2], shape[len(shape)-1])
+			*dst = packMatrix(kern, w, shape[len(shape)-2], shape[len(shape)-1])
 		}
 	}
 	get(&l.lnScale, pE+L+"layer_prepostprocess/layer_norm/layer_norm_scale/ConcatPartitions/concat", in)
@@ -172,124 +174,186 @@ func (l *layer) load(m *modelFile, i, in int) error {
 	return err
 }
 
-// workspace holds the scratch buffers of one forward pass.
+// workspace holds the scratch buffers of one model call; it grows to the
+// largest batch it has run.
 type workspace struct {
-	x, ln, qkv, ctx, y, h []float32
-	q, k, v, ch, p        []float32 // one head's queries, keys, values, context; probabilities
+	rows, texts           int
+	x, ln, qkv, ctx, y, h []float32 // [rows][·]
+	pooled, tout          []float32 // [texts][modelDim]
+	q, k, v, ch, p        []float32 // one head of one text: queries, keys, values, context; probabilities
 }
 
 func newWorkspace() *workspace {
-	return &workspace{
-		x:   make([]float32, maxTokens*modelDim),
-		ln:  make([]float32, maxTokens*modelDim),
-		qkv: make([]float32, maxTokens*3*modelDim),
-		ctx: make([]float32, maxTokens*modelDim),
-		y:   make([]float32, maxTokens*modelDim),
-		h:   make([]float32, maxTokens*ffnDim),
-		q:   make([]float32, maxTokens*modelDim/numHeads),
-		k:   make([]float32, maxTokens*modelDim/numHeads),
-		v:   make([]float32, maxTokens*modelDim/numHeads),
-		ch:  make([]float32, maxTokens*modelDim/numHeads),
-		p:   make([]float32, maxTokens*maxTokens),
+	ws := &workspace{
+		q:  make([]float32, maxTokens*modelDim/numHeads),
+		k:  make([]float32, maxTokens*modelDim/numHeads),
+		v:  make([]float32, maxTokens*modelDim/numHeads),
+		ch: make([]float32, maxTokens*modelDim/numHeads),
+		p:  make([]float32, maxTokens*maxTokens),
+	}
+	ws.grow(maxTokens, 1)
+	return ws
+}
+
+// grow makes room for a batch of rows token rows in texts texts.
+func (ws *workspace) grow(rows, texts int) {
+	if rows > ws.rows {
+		ws.rows = rows
+		ws.x = make([]float32, rows*modelDim)
+		ws.ln = make([]float32, rows*modelDim)
+		ws.qkv = make([]float32, rows*3*modelDim)
+		ws.ctx = make([]float32, rows*modelDim)
+		ws.y = make([]float32, rows*modelDim)
+		ws.h = make([]float32, rows*ffnDim)
+	}
+	if texts > ws.texts {
+		ws.texts = texts
+		ws.pooled = make([]float32, texts*modelDim)
+		ws.tout = make([]float32, texts*modelDim)
 	}
 }
 
-// forward computes the L2-normalized embedding of ids (1..maxLen ids) into out.
-func (e *encoder) forward(ws *workspace, ids []int, out []float32) {
-	n := len(ids)
+// forward computes the L2-normalized embeddings of seqs (each of 1..maxLen
+// ids) into out, in one pass over the weights: the texts' token rows are
+// stacked for the dense layers, and attention runs text by text. A text's
+// vector is bit-identical whatever it is batched with. ctx is checked
+// before and between layers.
+func (e *encoder) forward(ctx context.Context, ws *workspace, seqs [][]int, out [][]float32) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	rows := 0
+	for _, s := range seqs {
+		rows += len(s)
+	}
+	ws.grow(rows, len(seqs))
 	// Embedding lookup with timing signal. The graph adds the scattered
 	// lookup to (the gathered lookup + timing signal), so the embedding
 	// counts twice.
-	x := ws.x[:n*embDim]
-	for i, id := range ids {
-		row := x[i*embDim : (i+1)*embDim]
-		src := e.emb[2*id*embDim : 2*(id+1)*embDim]
-		ts := e.timing[i*embDim : (i+1)*embDim]
-		for j := range row {
-			v := float16.Frombits(binary.LittleEndian.Uint16(src[2*j:])).Float32()
-			row[j] = v + v + ts[j]
+	x := ws.x[:rows*embDim]
+	r := 0
+	for _, ids := range seqs {
+		for i, id := range ids {
+			row := x[r*embDim : (r+1)*embDim]
+			src := e.emb[2*id*embDim : 2*(id+1)*embDim]
+			ts := e.timing[i*embDim : (i+1)*embDim]
+			for j := range row {
+				v := float16.Frombits(binary.LittleEndian.Uint16(src[2*j:])).Float32()
+				row[j] = v + v + ts[j]
+			}
+			r++
 		}
 	}
 
 	// Layer 0: width 256 in, 512 out; its residual is projected by dense.
 	l := &e.layers[0]
-	ln := ws.ln[:n*embDim]
+	ln := ws.ln[:rows*embDim]
 	layerNorm(ln, x, l.lnScale, l.lnBias, embDim, e.eps)
-	y := ws.y[:n*modelDim]
-	l.denseW.mulBias(y, x, l.denseB, n)
-	e.attention(ws, l, ln, y, n) // y += attention(ln)
-	e.ffn(ws, l, y, n)           // y += ffn(ln(y))
+	y := ws.y[:rows*modelDim]
+	l.denseW.mulBias(y, x, l.denseB, rows, false)
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	e.attention(ws, l, ln, y, seqs) // y += attention(ln)
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	e.ffn(ws, l, y, rows) // y += ffn(ln(y))
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 
 	// Layer 1: width 512.
 	l = &e.layers[1]
-	ln = ws.ln[:n*modelDim]
+	ln = ws.ln[:rows*modelDim]
 	layerNorm(ln, y, l.lnScale, l.lnBias, modelDim, e.eps)
-	e.attention(ws, l, ln, y, n)
-	e.ffn(ws, l, y, n)
+	e.attention(ws, l, ln, y, seqs)
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	e.ffn(ws, l, y, rows)
 
 	// Mean pooling, tanh layer, L2 normalization.
-	pooled := ws.ctx[:modelDim]
+	pooled := ws.pooled[:len(seqs)*modelDim]
 	clear(pooled)
-	for i := 0; i < n; i++ {
-		addTo(pooled, y[i*modelDim:(i+1)*modelDim])
+	r = 0
+	for b, ids := range seqs {
+		pb := pooled[b*modelDim : (b+1)*modelDim]
+		for range ids {
+			addTo(pb, y[r*modelDim:(r+1)*modelDim])
+			r++
+		}
+		inv := 1 / float32(max(len(ids), 1))
+		for j := range pb {
+			pb[j] *= inv
+		}
 	}
-	inv := 1 / float32(max(n, 1))
-	for j := range pooled {
-		pooled[j] *= inv
+	tout := ws.tout[:len(seqs)*modelDim]
+	e.tanhW.mulBias(tout, pooled, e.tanhB, len(seqs), false)
+	for b, o := range out {
+		var ss float32
+		for j, v := range tout[b*modelDim : (b+1)*modelDim] {
+			t := float32(math.Tanh(float64(v)))
+			o[j] = t
+			ss += t * t
+		}
+		r := float32(1 / math.Sqrt(float64(max(ss, e.l2min))))
+		for j := range o {
+			o[j] *= r
+		}
 	}
-	e.tanhW.mulBias(out, pooled, e.tanhB, 1)
-	var ss float32
-	for j, v := range out {
-		t := float32(math.Tanh(float64(v)))
-		out[j] = t
-		ss += t * t
-	}
-	r := float32(1 / math.Sqrt(float64(max(ss, e.l2min))))
-	for j := range out {
-		out[j] *= r
-	}
+	return nil
 }
 
-// attention adds the multi-head self-attention of ln ([n][l.in]) to res ([n][modelDim]).
-func (e *encoder) attention(ws *workspace, l *layer, ln, res []float32, n int) {
+// attention adds the multi-head self-attention of ln ([rows][l.in]) to res
+// ([rows][modelDim]); each text of seqs attends to its own rows only.
+func (e *encoder) attention(ws *workspace, l *layer, ln, res []float32, seqs [][]int) {
 	in, d := l.in, l.depth
-	qkv := ws.qkv[:n*3*in]
-	l.qkvW.mulBias(qkv, ln, l.qkvB, n)
-	ctx := ws.ctx[:n*in]
-	q, k, v, ch, p := ws.q[:n*d], ws.k[:n*d], ws.v[:n*d], ws.ch[:n*d], ws.p[:n*n]
+	rows := len(res) / modelDim
+	qkv := ws.qkv[:rows*3*in]
+	l.qkvW.mulBias(qkv, ln, l.qkvB, rows, false)
+	ctx := ws.ctx[:rows*in]
 	stride := 3 * in
-	for h := 0; h < l.heads; h++ {
-		for i := 0; i < n; i++ {
-			row := qkv[i*stride : (i+1)*stride]
-			copy(q[i*d:(i+1)*d], row[h*d:(h+1)*d])
-			copy(k[i*d:(i+1)*d], row[in+h*d:in+(h+1)*d])
-			copy(v[i*d:(i+1)*d], row[2*in+h*d:2*in+(h+1)*d])
-		}
-		vek32.MulNumber_Inplace(q, l.scale)
-		for i := 0; i < n; i++ {
-			qi := q[i*d : (i+1)*d]
-			pi := p[i*n : (i+1)*n]
-			m := float32(math.Inf(-1))
-			for j := 0; j < n; j++ {
-				s := vek32.Dot(qi, k[j*d:(j+1)*d])
-				pi[j] = s
-				m = max(m, s)
+	off := 0
+	for _, ids := range seqs {
+		n := len(ids)
+		tq := qkv[off*stride : (off+n)*stride]
+		tc := ctx[off*in : (off+n)*in]
+		off += n
+		q, k, v, ch, p := ws.q[:n*d], ws.k[:n*d], ws.v[:n*d], ws.ch[:n*d], ws.p[:n*n]
+		for h := 0; h < l.heads; h++ {
+			for i := 0; i < n; i++ {
+				row := tq[i*stride : (i+1)*stride]
+				copy(q[i*d:(i+1)*d], row[h*d:(h+1)*d])
+				copy(k[i*d:(i+1)*d], row[in+h*d:in+(h+1)*d])
+				copy(v[i*d:(i+1)*d], row[2*in+h*d:2*in+(h+1)*d])
 			}
-			var sum float32
-			for j, s := range pi {
-				ex := float32(math.Exp(float64(s - m)))
-				pi[j] = ex
-				sum += ex
+			vek32.MulNumber_Inplace(q, l.scale)
+			for i := 0; i < n; i++ {
+				qi := q[i*d : (i+1)*d]
+				pi := p[i*n : (i+1)*n]
+				m := float32(math.Inf(-1))
+				for j := 0; j < n; j++ {
+					s := vek32.Dot(qi, k[j*d:(j+1)*d])
+					pi[j] = s
+					m = max(m, s)
+				}
+				var sum float32
+				for j, s := range pi {
+					ex := float32(math.Exp(float64(s - m)))
+					pi[j] = ex
+					sum += ex
+				}
+				vek32.MulNumber_Inplace(pi, 1/sum)
 			}
-			vek32.MulNumber_Inplace(pi, 1/sum)
-		}
-		vek32.MatMul_Into(ch, p, v, n)
-		for i := 0; i < n; i++ {
-			copy(ctx[i*in+h*d:i*in+(h+1)*d], ch[i*d:(i+1)*d])
+			vek32.MatMul_Into(ch, p, v, n)
+			for i := 0; i < n; i++ {
+				copy(tc[i*in+h*d:i*in+(h+1)*d], ch[i*d:(i+1)*d])
+			}
 		}
 	}
-	out := ws.x[:n*modelDim] // x is free once layer 0's inputs are consumed
-	l.outW.mulBias(out, ctx, l.outB, n)
+	out := ws.x[:rows*modelDim] // x is free once layer 0's inputs are consumed
+	l.outW.mulBias(out, ctx, l.outB, rows, false)
 	addTo(res, out)
 }
 
@@ -298,14 +362,9 @@ func (e *encoder) ffn(ws *workspace, l *layer, y []float32, n int) {
 	ln := ws.ln[:n*modelDim]
 	layerNorm(ln, y, l.ffnScale, l.ffnBias, modelDim, e.eps)
 	h := ws.h[:n*ffnDim]
-	l.w1.mulBias(h, ln, l.b1, n)
-	for i, v := range h {
-		if v < 0 {
-			h[i] = 0
-		}
-	}
+	l.w1.mulBias(h, ln, l.b1, n, true) // bias and ReLU fused
 	out := ws.x[:n*modelDim]
-	l.w2.mulBias(out, h, l.b2, n)
+	l.w2.mulBias(out, h, l.b2, n, false)
 	addTo(y, out)
 }
 

@@ -1,6 +1,7 @@
 package embed
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"testing"
 
@@ -16,15 +17,33 @@ func randSlice(n int) []float32 {
 }
 
 // BenchmarkKernel compares matrix kernels on the FFN's shape at 16 tokens
-// ([16][512]×[512][1536]); see kernels.go for the numbers and the choice.
+// ([16][512]×[512][1536]) and at a batch of 8 such texts (128 rows): vek's
+// MatMul and dot products over transposed weights (the kernels before ours)
+// beside each of ours, with bias (and ReLU) fused; see kernels.go.
 func BenchmarkKernel(b *testing.B) {
 	const m, k, p = 16, 512, 1536
-	x, w := randSlice(m*k), randSlice(k*p)
-	dst := make([]float32, m*p)
-	b.Run("vek.MatMul", func(b *testing.B) {
-		for b.Loop() {
-			vek32.MatMul_Into(dst, x, w, k)
+	x, w := randSlice(8*m*k), randSlice(k*p)
+	bias := randSlice(p)
+	dst := make([]float32, 8*m*p)
+	gflops := func(b *testing.B, rows int) {
+		b.ReportMetric(2*float64(rows*k*p)*float64(b.N)/float64(b.Elapsed().Nanoseconds()), "GFLOP/s")
+	}
+	for _, kern := range kernels() {
+		mat := packMatrix(kern, w, k, p)
+		for _, rows := range []int{m, 8 * m} {
+			b.Run(fmt.Sprintf("%s/rows=%d", kern.name, rows), func(b *testing.B) {
+				for b.Loop() {
+					mat.mulBias(dst, x, bias, rows, true)
+				}
+				gflops(b, rows)
+			})
 		}
+	}
+	b.Run("vek.MatMul/rows=16", func(b *testing.B) {
+		for b.Loop() {
+			vek32.MatMul_Into(dst[:m*p], x[:m*k], w, k)
+		}
+		gflops(b, m)
 	})
 	wt := make([]float32, k*p)
 	for r := 0; r < k; r++ {
@@ -32,7 +51,7 @@ func BenchmarkKernel(b *testing.B) {
 			wt[c*k+r] = w[r*p+c]
 		}
 	}
-	b.Run("vek.DotTransposed", func(b *testing.B) {
+	b.Run("vek.DotTransposed/rows=16", func(b *testing.B) {
 		for b.Loop() {
 			for j := 0; j < p; j++ {
 				col := wt[j*k : (j+1)*k]
@@ -41,5 +60,6 @@ func BenchmarkKernel(b *testing.B) {
 				}
 			}
 		}
+		gflops(b, m)
 	})
 }

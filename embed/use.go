@@ -19,20 +19,48 @@ const USEDim = 512
 // invisible to it.
 const USEMaxTokens = maxTokens
 
+// KernelAuto, as USEConfig.Kernel, picks the matrix kernel by measuring
+// each one this CPU supports once per process.
+const KernelAuto = "auto"
+
 // USEConfig configures the built-in encoder.
 type USEConfig struct {
-	// Workers bounds how many texts of one batch are encoded at once.
+	// Workers bounds how many model calls of one Embed run at once.
 	// 0 means runtime.GOMAXPROCS(0).
 	Workers int
+	// Kernel names the matrix kernel: KernelAuto (or "") for the fastest
+	// on this CPU, measured once at start, or one of KernelNames(). Every
+	// kernel gives bit-identical vectors: the choice changes speed only.
+	Kernel string
+	// MaxBatchTokens bounds the token rows of one model call: the texts of
+	// an Embed are stacked into calls of at most this many tokens (a text
+	// is never split). 0 means DefaultMaxBatchTokens; otherwise at least
+	// USEMaxTokens.
+	MaxBatchTokens int
 }
 
+// DefaultMaxBatchTokens is USEConfig.MaxBatchTokens's default: 8 texts of
+// 32 tokens. A model call needs 20 KB of scratch space per token (5 MB
+// here, per worker), and the kernels reach their speed from about 16 rows.
+const DefaultMaxBatchTokens = 2 * maxTokens
+
 // DefaultUSEConfig returns the configuration New uses by default.
-func DefaultUSEConfig() USEConfig { return USEConfig{} }
+func DefaultUSEConfig() USEConfig {
+	return USEConfig{Kernel: KernelAuto, MaxBatchTokens: DefaultMaxBatchTokens}
+}
 
 // Validate reports a configuration USE cannot run with.
 func (c USEConfig) Validate() error {
 	if c.Workers < 0 {
 		return fmt.Errorf("%w: negative Workers %d", ErrConfig, c.Workers)
+	}
+	if c.MaxBatchTokens != 0 && c.MaxBatchTokens < maxTokens {
+		return fmt.Errorf("%w: MaxBatchTokens %d below %d, the longest text", ErrConfig, c.MaxBatchTokens, maxTokens)
+	}
+	if c.Kernel != "" && c.Kernel != KernelAuto {
+		if _, err := kernelByName(c.Kernel); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -40,10 +68,11 @@ func (c USEConfig) Validate() error {
 // USE is the built-in Universal Sentence Encoder Lite: 512-d, English,
 // at most 128 tokens per text. It is safe for concurrent use.
 type USE struct {
-	cfg USEConfig
-	tok *tokenizer
-	enc *encoder
-	ws  sync.Pool // *workspace
+	cfg  USEConfig
+	kern string
+	tok  *tokenizer
+	enc  *encoder
+	ws   sync.Pool // *workspace
 }
 
 // Tokens describes how the built-in model sees a text.
@@ -69,17 +98,27 @@ func NewUSE(cfg USEConfig) (*USE, error) {
 	if err != nil {
 		return nil, err
 	}
-	enc, err := loadEncoder(m)
+	kern, err := kernelByName(cfg.Kernel)
 	if err != nil {
 		return nil, err
 	}
-	u := &USE{cfg: cfg, tok: newTokenizer(m.vocab), enc: enc}
+	enc, err := loadEncoder(m, kern)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.MaxBatchTokens == 0 {
+		cfg.MaxBatchTokens = DefaultMaxBatchTokens
+	}
+	u := &USE{cfg: cfg, kern: kern.name, tok: newTokenizer(m.vocab), enc: enc}
 	u.ws.New = func() any { return newWorkspace() }
 	return u, nil
 }
 
 // Name identifies the model.
 func (u *USE) Name() string { return USEName }
+
+// Kernel names the matrix kernel in use (see USEConfig.Kernel).
+func (u *USE) Kernel() string { return u.kern }
 
 // Dim is the dimension of the vectors.
 func (u *USE) Dim() int { return USEDim }
@@ -106,8 +145,10 @@ func (u *USE) TokenCount(text string) (int, error) {
 
 // Embed returns one L2-normalized 512-d vector per text. A text longer than
 // MaxTokens tokens is embedded from its first MaxTokens tokens only; call
-// Tokenize to know, and EmbedWindows to see the rest. Texts of a batch are
-// spread over the available cores.
+// Tokenize to know, and EmbedWindows to see the rest. The texts of one call
+// share model calls (up to MaxBatchTokens tokens each, which read the
+// weights once for all their texts), spread over Workers cores; a text's
+// vector is the same whatever it is batched with.
 func (u *USE) Embed(ctx context.Context, texts []string) ([][]float32, error) {
 	seqs := make([][]int, len(texts))
 	for i, t := range texts {
@@ -164,24 +205,33 @@ func (u *USE) EmbedTokens(ctx context.Context, seqs [][]int) ([][]float32, error
 			}
 		}
 	}
+	if len(seqs) == 0 {
+		return [][]float32{}, nil
+	}
 	out := make([][]float32, len(seqs))
 	flat := make([]float32, len(seqs)*USEDim)
 	for i := range out {
 		out[i] = flat[i*USEDim : (i+1)*USEDim : (i+1)*USEDim]
 	}
+	clipped := make([][]int, len(seqs))
+	rows := 0
+	for i, s := range seqs {
+		clipped[i] = s[:min(len(s), maxTokens)]
+		rows += len(clipped[i])
+	}
 	workers := u.cfg.Workers
 	if workers == 0 {
 		workers = runtime.GOMAXPROCS(0)
 	}
-	workers = min(workers, len(seqs))
+	calls := batches(clipped, min(u.cfg.MaxBatchTokens, (rows+workers-1)/workers))
+	workers = min(workers, len(calls))
 	if workers <= 1 {
 		ws := u.ws.Get().(*workspace)
 		defer u.ws.Put(ws)
-		for i, s := range seqs {
-			if err := ctx.Err(); err != nil {
+		for _, c := range calls {
+			if err := u.enc.forward(ctx, ws, clipped[c.from:c.to], out[c.from:c.to]); err != nil {
 				return nil, err
 			}
-			u.enc.forward(ws, s[:min(len(s), maxTokens)], out[i])
 		}
 		return out, nil
 	}
@@ -201,11 +251,13 @@ func (u *USE) EmbedTokens(ctx context.Context, seqs [][]int) ([][]float32, error
 				i := next
 				next++
 				mu.Unlock()
-				if i >= len(seqs) {
+				if i >= len(calls) {
 					return
 				}
-				s := seqs[i]
-				u.enc.forward(ws, s[:min(len(s), maxTokens)], out[i])
+				c := calls[i]
+				if u.enc.forward(ctx, ws, clipped[c.from:c.to], out[c.from:c.to]) != nil {
+					return // ctx is done; reported below
+				}
 			}
 		}()
 	}
@@ -214,6 +266,24 @@ func (u *USE) EmbedTokens(ctx context.Context, seqs [][]int) ([][]float32, error
 		return nil, err
 	}
 	return out, nil
+}
+
+// span is one model call: texts from..to-1 of a batch.
+type span struct{ from, to int }
+
+// batches cuts seqs, in order, into model calls of at most maxRows token
+// rows each (a text longer than maxRows gets a call of its own).
+func batches(seqs [][]int, maxRows int) []span {
+	var calls []span
+	from, rows := 0, 0
+	for i, s := range seqs {
+		if i > from && rows+len(s) > maxRows {
+			calls = append(calls, span{from, i})
+			from, rows = i, 0
+		}
+		rows += len(s)
+	}
+	return append(calls, span{from, len(seqs)})
 }
 
 func isBlank(s string) bool {

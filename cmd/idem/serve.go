@@ -227,10 +227,13 @@ func buildApp(cfg config.Config, defs []canon.Tool, log *slog.Logger) (*app, err
 	var tok funnel.Tokenizer
 	switch cfg.Embedder.Provider {
 	case config.ProviderBuiltin:
-		u, err := embed.NewUSE(embed.DefaultUSEConfig())
+		uc := embed.DefaultUSEConfig()
+		uc.Kernel = cfg.Embedder.Kernel
+		u, err := embed.NewUSE(uc)
 		if err != nil {
 			return nil, fmt.Errorf("loading the built-in encoder: %w", err)
 		}
+		log.Info("built-in encoder loaded", "kernel", u.Kernel())
 		emb, tok, a.embedded = u, u, true
 	case config.ProviderOpenAI:
 		oc := embed.DefaultOpenAIConfig()
