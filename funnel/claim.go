@@ -175,7 +175,7 @@ func (f *Funnel) granted(c *check, s *session, got *ledger.Claim) {
 	switch {
 	case !c.call.HasText():
 		e.text = textNone
-	case e.vecs != nil || f.enc == nil:
+	case e.qv != nil || f.enc == nil:
 		e.text = textSome
 	case c.fl != nil:
 		f.keep(s, c.req.Tenant, e, c.fl, c.call.TextView(), 1)

@@ -171,11 +171,13 @@ func (f *Funnel) semantic(ctx, bctx context.Context, c *check, s *session, gated
 	return f.textStage(ctx, bctx, c, s, gated, held)
 }
 
-// pending is a candidate whose vectors are known (vecs) or coming (fl).
+// pending is a candidate whose vectors are known (vecs exactly, qv for
+// screening) or coming (fl).
 type pending struct {
 	e       *entry
 	held    bool
 	vecs    [][]float32
+	qv      *qvec
 	fl      *flight
 	got     ledger.Claim
 	fetched bool
@@ -213,11 +215,11 @@ func (f *Funnel) textStage(ctx, bctx context.Context, c *check, s *session, gate
 	for i, e := range slices.Concat(gated, held) {
 		p := pending{e: e, held: i >= len(gated)}
 		s.mu.Lock()
-		p.vecs, p.fl = e.vecs, e.fl
+		p.vecs, p.qv, p.fl = e.vecs, e.qv, e.fl
 		text := e.text
 		s.mu.Unlock()
 		switch {
-		case p.vecs != nil || p.fl != nil:
+		case p.vecs != nil || p.qv != nil || p.fl != nil:
 			items = append(items, p)
 			continue
 		case text == textNone:
@@ -235,7 +237,7 @@ func (f *Funnel) textStage(ctx, bctx context.Context, c *check, s *session, gate
 		if got.Record.EmbeddingModel == f.model {
 			if w := windowsOf(got.Record.Embedding, f.dim); len(w) > 0 {
 				s.mu.Lock()
-				e.vecs, e.text = w, textSome
+				e.qv, e.text = quantize(w), textSome
 				s.mu.Unlock()
 				p.vecs = w
 				items = append(items, p)
@@ -287,9 +289,25 @@ func (f *Funnel) textStage(ctx, bctx context.Context, c *check, s *session, gate
 		return false, err
 	}
 	c.windows = windows
+	norms := l1(windows)
+	floor := c.amb
+	if f.scorer != nil {
+		floor = math.Min(floor, f.floor(c))
+	}
 	for i := range items {
 		p := &items[i]
 		if p.vecs != nil {
+			continue
+		}
+		if p.qv != nil {
+			// Screened on the quantized vectors; the exact ones come from
+			// the record when the screen cannot rule the candidate out.
+			if p.qv.upper(windows, norms) < floor {
+				continue
+			}
+			if err := f.exact(ctx, c, p); err != nil {
+				return false, err
+			}
 			continue
 		}
 		if p.vecs, err = p.fl.wait(bctx); err != nil {
@@ -349,6 +367,31 @@ func (f *Funnel) textStage(ctx, bctx context.Context, c *check, s *session, gate
 		return done, err
 	}
 	return f.uncompared(ctx, c, notCompared, why)
+}
+
+// exact reads a screened candidate's exact vectors from its record (which
+// also says whether its effect counts: one that does not is dropped,
+// p.vecs nil). A record without them (written by another model, or not
+// yet) leaves the quantized vectors, within rounding.
+func (f *Funnel) exact(ctx context.Context, c *check, p *pending) error {
+	if !p.fetched {
+		got, ok, err := f.live(ctx, c, p.e.key)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return nil
+		}
+		p.got, p.fetched = got, true
+	}
+	if p.got.Record.EmbeddingModel == f.model {
+		if w := windowsOf(p.got.Record.Embedding, f.dim); len(w) == p.qv.windows() {
+			p.vecs = w
+			return nil
+		}
+	}
+	p.vecs = p.qv.dequantize()
+	return nil
 }
 
 // whyNot names why an embedding could not be had in time, or reports

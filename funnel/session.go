@@ -38,8 +38,11 @@ type entry struct {
 	createdAt    int64
 
 	text textState
-	// vecs is the call's text embedding by the funnel's model, window by
-	// window, once known; fl the embedding being computed, or nil.
+	// qv is the call's text embedding by the funnel's model, quantized
+	// for screening, once known; vecs the exact vectors while its record
+	// does not hold them yet (computed here, being written); fl the
+	// embedding being computed, or nil.
+	qv   *qvec
 	vecs [][]float32
 	fl   *flight
 	// leaves are the call's identity leaves, once a check graded it.
@@ -146,8 +149,8 @@ func (s *session) Newest() uint64 {
 func (s *session) add(e *entry) *entry {
 	if old, ok := s.byKey[e.key]; ok {
 		if old.seq == e.seq {
-			if old.vecs == nil && e.vecs != nil {
-				old.vecs, old.text = e.vecs, textSome
+			if old.qv == nil && e.qv != nil {
+				old.qv, old.text = e.qv, textSome
 			}
 			return old
 		}
@@ -192,7 +195,7 @@ func without[T comparable](xs []T, x T) []T {
 }
 
 // entryOf turns a ledger record into a session entry, with its embedding
-// when it holds one by model.
+// (quantized: the record keeps it exactly) when it holds one by model.
 func entryOf(r *ledger.Record, model string, dim int) *entry {
 	e := &entry{
 		key: r.Key, base: baseKey(r.Key), tool: r.Tool, hash: r.Hash, identity: r.Identity,
@@ -200,7 +203,7 @@ func entryOf(r *ledger.Record, model string, dim int) *entry {
 	}
 	if r.EmbeddingModel == model {
 		if w := windowsOf(r.Embedding, dim); len(w) > 0 {
-			e.vecs, e.text = w, textSome
+			e.qv, e.text = quantize(w), textSome
 		}
 	}
 	return e
@@ -391,7 +394,7 @@ func (f *Funnel) apply(s *session, recs []ledger.Record) {
 			e := entryOf(r, f.model, f.dim)
 			f.read(e, r)
 			s.add(e)
-		} else if old.vecs == nil {
+		} else if old.qv == nil {
 			s.add(entryOf(r, f.model, f.dim)) // the record may hold the embedding now
 		}
 		// Only the listing moves lastSeq: a claim of this process may

@@ -31,6 +31,10 @@ type write struct {
 	tenant, key string
 	seq, hash   uint64
 	vec         []float32
+	// s and e are the view and entry to drop the exact vectors from once
+	// the record holds them.
+	s *session
+	e *entry
 }
 
 // embedOwn asks the encoder queue for the call's own text embedding, at
@@ -110,16 +114,16 @@ func (f *Funnel) landed(s *session, tenant string, e *entry, fl *flight, view st
 		if !errors.Is(fl.err, errClosed) {
 			f.log.Warn("funnel: embedding a claimed call", "tenant", tenant, "key", e.key, "attempt", attempt, "err", fl.err)
 		}
-		if attempt < writeAttempts && f.ctx.Err() == nil && e.vecs == nil {
+		if attempt < writeAttempts && f.ctx.Err() == nil && e.qv == nil {
 			if next, err := f.submit(view, false, time.Time{}); err == nil {
 				f.keep(s, tenant, e, next, view, attempt+1)
 			}
 		}
 		return
 	}
-	if e.vecs == nil {
-		e.vecs = fl.windows
-		f.queueWrite(write{tenant: tenant, key: e.key, seq: e.seq, hash: e.hash, vec: slices.Concat(fl.windows...)})
+	if e.qv == nil {
+		e.qv, e.vecs = quantize(fl.windows), fl.windows
+		f.queueWrite(write{tenant: tenant, key: e.key, seq: e.seq, hash: e.hash, vec: slices.Concat(fl.windows...), s: s, e: e})
 	}
 }
 
@@ -154,8 +158,16 @@ func (f *Funnel) writeOne(ctx context.Context, w write) {
 	pause := 10 * time.Millisecond
 	for attempt := 1; ; attempt++ {
 		err := f.ledger.SetEmbedding(ctx, w.tenant, w.key, w.seq, w.hash, f.model, w.vec)
-		if err == nil || errors.Is(err, ledger.ErrNotFound) {
-			return // written, or the record is gone or claimed anew
+		if err == nil {
+			// The record holds the exact vectors now: the view keeps
+			// only the quantized ones.
+			w.s.mu.Lock()
+			w.e.vecs = nil
+			w.s.mu.Unlock()
+			return
+		}
+		if errors.Is(err, ledger.ErrNotFound) {
+			return // the record is gone or claimed anew
 		}
 		if attempt == writeAttempts || ctx.Err() != nil {
 			f.log.Warn("funnel: writing an embedding to its record", "tenant", w.tenant, "key", w.key, "err", err)
