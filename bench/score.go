@@ -122,7 +122,7 @@ func latencyOf(samples []int64, budget time.Duration, total bool) Latency {
 }
 
 // stageOrder is the order stages are listed in.
-var stageOrder = []string{"canon", "key", "wait", "refresh", "exact", "embed", "search", "judge", "claim", "total"}
+var stageOrder = []string{"canon", "key", "wait", "refresh", "exact", "grade", "embed", "search", "judge", "claim", "total"}
 
 // sortedKeys returns m's keys, in stageOrder where they are stages.
 func sortedKeys[V any](m map[string]V) []string {
