@@ -320,16 +320,17 @@ func (f *Funnel) ready(ctx, bctx context.Context, s *session, tenant, sess strin
 		select {
 		case <-ch:
 		case <-bctx.Done():
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			return errLoading
 		}
 		s.mu.Lock()
-		loaded, err := s.loaded, s.loadErr
+		loaded, err, loading := s.loaded, s.loadErr, s.loading == ch
 		s.mu.Unlock()
-		if loaded {
-			return nil
+		switch {
+		case loaded:
+			return nil // loaded, even if the budget ran out meanwhile
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case loading:
+			return errLoading // still loading when the budget ran out
 		}
 		// A load that failed on its own check's context is not this
 		// check's failure: load again.

@@ -414,3 +414,26 @@ func TestSessionOf6000CallsKeepsItsFirst(t *testing.T) {
 		t.Errorf("match %+v: want %s with similarity ≥ 0.9", res.Match, key)
 	}
 }
+
+// slowListing answers session listings after a delay: a ledger far away.
+type slowListing struct {
+	*ledger.Ledger
+	delay time.Duration
+}
+
+func (l *slowListing) Session(ctx context.Context, tenant, session string, after uint64, limit int) ([]ledger.Record, error) {
+	time.Sleep(l.delay)
+	return l.Ledger.Session(ctx, tenant, session, after, limit)
+}
+
+// TestSmallSessionLoadedPastTheBudget: a session read whole by the check
+// that found it unloaded is loaded, even when reading it took longer than
+// the budget: it is not answered as still loading.
+func TestSmallSessionLoadedPastTheBudget(t *testing.T) {
+	e := newEnv(t, options{budget: 5 * time.Millisecond})
+	e.f.ledger = &slowListing{Ledger: e.ledger, delay: 50 * time.Millisecond}
+	for i := range 8 {
+		res := e.check(t, Request{Session: fmt.Sprint("fresh-", i), Step: "1", Tool: "send_email", Arguments: []byte(invoice)})
+		want(t, res, Execute, StageNew)
+	}
+}

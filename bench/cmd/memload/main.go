@@ -102,13 +102,14 @@ func call(server string, session, step int, body string) error {
 		},
 	}
 	var res struct {
-		Decision, Key, Token string
+		Decision, Key, Token, Reason string
+		Notes                        []string
 	}
 	if err := post(server+"/v1/check", req, &res); err != nil {
 		return err
 	}
 	if res.Decision != "execute" {
-		return fmt.Errorf("session %d step %d: %s, want execute", session, step, res.Decision)
+		return fmt.Errorf("session %d step %d: %s, want execute (%s; %q)", session, step, res.Decision, res.Reason, res.Notes)
 	}
 	return post(server+"/v1/complete", map[string]any{"key": res.Key, "token": res.Token, "result": map[string]string{"id": res.Key}}, nil)
 }
