@@ -433,7 +433,7 @@ func TestSmallSessionLoadedPastTheBudget(t *testing.T) {
 	e := newEnv(t, options{budget: 5 * time.Millisecond})
 	e.f.ledger = &slowListing{Ledger: e.ledger, delay: 50 * time.Millisecond}
 	for i := range 8 {
-		res := e.check(t, Request{Session: fmt.Sprint("fresh-", i), Step: "1", Tool: "send_email", Arguments: []byte(invoice)})
+		res := e.check(t, Request{Session: fmt.Sprint("fresh-", i), Step: fmt.Sprint(i), Tool: "send_email", Arguments: []byte(invoice)})
 		want(t, res, Execute, StageNew)
 	}
 }
