@@ -302,7 +302,7 @@ func New(cfg Config, deps Deps) (*Funnel, error) {
 		for range cfg.EncoderWorkers {
 			f.spawn(f.enc.work)
 		}
-		f.writes = make(chan write, cfg.BackgroundQueue)
+		f.writes = make(chan write, maxPendingWrites)
 		for range writers {
 			f.spawn(f.writeLoop)
 		}

@@ -23,6 +23,11 @@ import (
 // writers is how many goroutines write embeddings to records.
 const writers = 2
 
+// maxPendingWrites bounds the embeddings waiting for the writers (each
+// holds its vectors); past it one is dropped, and computed again when a
+// check needs it.
+const maxPendingWrites = 4096
+
 // writeAttempts bounds how often an embedding's write is tried.
 const writeAttempts = 4
 

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"syscall"
 	"time"
@@ -80,6 +81,9 @@ func serve(ctx context.Context, cfg config.Config, defs []canon.Tool, log *slog.
 	if err != nil {
 		return err
 	}
+	// Loading the encoder (packing its weights, timing its kernels) leaves
+	// scratch behind: give it back before serving.
+	debug.FreeOSMemory()
 	closeApp := func() {
 		cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
