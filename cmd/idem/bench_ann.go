@@ -122,7 +122,6 @@ func benchANN(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	return benchANNMeasure(ctx, cfg, vecs[:*n], vecs[*n:], *export, *asJSON, stdout, stderr)
 }
 
-
 // parseInts parses a comma-separated list of integers.
 func parseInts(s string) ([]int, error) {
 	var out []int
