@@ -16,7 +16,7 @@ func (r *Report) WriteText(w io.Writer) error {
 	bw := bufio.NewWriter(w)
 	fmt.Fprintf(bw, "N %d, %d queries, %d-d, k %d, M %d, efConstruction %d, seed %d, GOMAXPROCS %d\n\n",
 		r.N, r.Queries, r.Dim, r.K, r.M, r.EfConstruction, r.Seed, r.GOMAXPROCS)
-	fmt.Fprintf(bw, "%-11s %9s %9s %10s %11s %9s %11s %9s\n", "index", "efSearch", "recall@1", "recall@"+fmt.Sprint(r.K), "queries/s", "build s", "build cpu s", "B/vector")
+	fmt.Fprintf(bw, "%-11s %9s %9s %10s %11s %11s %9s %11s %9s\n", "index", "efSearch", "recall@1", "recall@"+fmt.Sprint(r.K), "queries/s", "q/cpu s", "build s", "build cpu s", "B/vector")
 	for _, x := range r.Results {
 		ef, bytes := "-", "-"
 		if x.EfSearch > 0 {
@@ -25,7 +25,7 @@ func (r *Report) WriteText(w io.Writer) error {
 		if x.BytesPer > 0 {
 			bytes = fmt.Sprintf("%.0f", x.BytesPer)
 		}
-		fmt.Fprintf(bw, "%-11s %9s %9.4f %10.4f %11.0f %9.1f %11.1f %9s\n", x.Index, ef, x.Recall1, x.RecallK, x.QPS, x.BuildS, x.BuildCPUS, bytes)
+		fmt.Fprintf(bw, "%-11s %9s %9.4f %10.4f %11.0f %11.0f %9.1f %11.1f %9s\n", x.Index, ef, x.Recall1, x.RecallK, x.QPS, x.QPSCPU, x.BuildS, x.BuildCPUS, bytes)
 	}
 	return bw.Flush()
 }
