@@ -35,7 +35,7 @@ func TestTexts(t *testing.T) {
 		"sgd/calls.jsonl": `{"system_utterance": "Your table is booked. Enjoy your meal tonight!", "parameters": {"city": "San Jose is lovely"}}` + "\n" +
 			`{"user_utterances_since_last_call": ["Book it for two people please", "yes"]}` + "\n",
 		"bfcl/q.json": `{"question": [[{"role": "user", "content": "What is the weather in Paris today?"}]], "function": [{"description": "Get the current weather for a city."}]}`,
-		"notes.txt":    "this file is neither JSON nor STS-B",
+		"notes.txt":   "this file is neither JSON nor STS-B",
 	})
 	got, err := Texts(dir, 1)
 	if err != nil {

@@ -22,7 +22,7 @@ import (
 
 func init() {
 	register("bench", command{
-		summary: "replay labelled traffic and score it, calibrate thresholds, import public data sets",
+		summary: "replay labelled traffic and score it, calibrate thresholds, import public data sets, measure the ANN index",
 		run:     runBench,
 	})
 }
