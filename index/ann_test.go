@@ -324,3 +324,69 @@ func TestGraphConcurrentUse(t *testing.T) {
 		}
 	}
 }
+
+// FuzzGraphOperations drives adds, replacements, deletes, searches and
+// graph builds of one partition that crosses ANNMin back and forth, beside
+// an index that only scans: the graph may miss a row, but every hit it
+// gives is held by the scan with the same score, and a deleted row never
+// comes back.
+func FuzzGraphOperations(f *testing.F) {
+	f.Add([]byte{0, 1, 0, 2, 0, 3, 0, 4, 0, 5, 0, 6, 0, 7, 0, 8, 0, 9, 3, 0, 2, 1, 4, 4, 1, 3, 2, 2})
+	f.Add([]byte{0, 255, 0, 0, 0, 17, 1, 17, 2, 0, 3, 17, 4, 0, 2, 255})
+	f.Fuzz(func(t *testing.T, ops []byte) {
+		cfg := DefaultConfig()
+		cfg.Dim, cfg.IdleTTL, cfg.ANNMin, cfg.MaxPerScope, cfg.MaxVectors = 4, 0, 6, 64, 256
+		cfg.ANN.M, cfg.ANN.EfConstruction, cfg.ANN.EfSearch = 2, 4, 4
+		g, _ := newIndex(t, cfg, nil)
+		cfg.ANNMin = 0
+		scan, _ := newIndex(t, cfg, nil)
+		ctx := context.Background()
+		vec := func(b byte) []float32 {
+			return []float32{float32(b%5) - 2, float32(b/5%3) - 1, float32(b % 2), 1}
+		}
+		var seq uint64
+		for i := 0; i+1 < len(ops); i += 2 {
+			op, arg := ops[i]%5, ops[i+1]
+			id := fmt.Sprintf("k%d", arg%24)
+			switch op {
+			case 0, 1:
+				seq++
+				e := Entry{ID: id, Tag: "t", Seq: seq, Vector: vec(arg / 24)}
+				if err := g.Add("s", e); err != nil {
+					t.Fatal(err)
+				}
+				scan.Add("s", e)
+			case 2:
+				if g.Delete("s", id) != scan.Delete("s", id) {
+					t.Fatalf("Delete(%s) differs between graph and scan", id)
+				}
+			case 3:
+				k := 1 + int(arg%6)
+				got, err := g.Search(ctx, "s", "t", vec(arg), k)
+				if err != nil {
+					t.Fatal(err)
+				}
+				all, _ := scan.Search(ctx, "s", "t", vec(arg), 64)
+				held := map[string]float32{}
+				for _, h := range all {
+					held[h.ID] = h.Score
+				}
+				for j, h := range got {
+					if s, ok := held[h.ID]; !ok || s != h.Score {
+						t.Fatalf("hit %+v: scan holds %v (%v)", h, s, ok)
+					}
+					if j > 0 && before(h, got[j-1]) {
+						t.Fatalf("unsorted %v", got)
+					}
+				}
+				if len(got) > k {
+					t.Fatalf("%d hits for k %d", len(got), k)
+				}
+			case 4:
+				if err := g.WaitGraphs(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	})
+}
