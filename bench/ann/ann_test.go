@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -213,5 +214,21 @@ func TestMeasure(t *testing.T) {
 	}
 	if st, err := os.Stat(filepath.Join(dir, "truth.i32")); err != nil || st.Size() != 2*3*4 {
 		t.Fatalf("truth.i32: %v, %v", st, err)
+	}
+}
+
+// TestCoderOnlyABaseline: github.com/coder/hnsw is measured here and
+// nowhere reached from what decides (DESIGN.md says why).
+func TestCoderOnlyABaseline(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs go list")
+	}
+	out, err := exec.Command("go", "list", "-deps", "github.com/idem-dev/idem/funnel",
+		"github.com/idem-dev/idem/server", "github.com/idem-dev/idem/index/...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	if strings.Contains(string(out), "github.com/coder/hnsw") {
+		t.Fatal("github.com/coder/hnsw is a dependency of funnel, server or index")
 	}
 }
