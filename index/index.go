@@ -43,6 +43,11 @@
 //     them. A graph miss can lose a match, never invent one or change a
 //     score. See ann.go for how the graph is kept current and dropped.
 //
+// Scope names are the caller's: a session, a workflow or a whole tenant
+// are all scopes, and the Loader lists a scope's rows from its name. Wide
+// scopes want their own Flat, whose MaxPerScope fits them (a tenant's
+// 100,000 calls) while sessions keep theirs.
+//
 // The consumer-facing surface is Add, Delete, Search and Refresh, the same
 // for scanned and graph-searched scopes. Small scopes are scanned exactly
 // (an AVX2 scan through github.com/viterin/vek, with a pure-Go fallback on
