@@ -33,7 +33,7 @@ const benchANNUsage = `
         --ef-construction E     candidate list while building (default 100)
         --ef-search LIST        comma-separated efSearch values (default 50,100,200)
         --seed S                level PRNG seed (default 1)
-        --coder=false           skip github.com/coder/hnsw (slow to build)
+        --coder=false           skip github.com/coder/hnsw (slow: 13 CPU-s to build 10,000)
         --export DIR            write base.f32, queries.f32, truth.i32, meta.json for bench/ann_reference.py
         --embed-only            fill the cache and stop
         --json                  print the report as JSON
