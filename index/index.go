@@ -6,20 +6,17 @@
 //   - A scope holds entries {ID, Tag, Seq, Vector}. Vectors are L2-normalized
 //     on the way in, so a hit's Score is the cosine similarity of the query
 //     and the stored vector, in [-1, 1].
-//
 //   - Search(ctx, scope, tag, query, k) scans every vector of the scope that
 //     carries tag (one tag per search: the funnel stores the tool name or the
-//     action type) and returns the k best, sorted by Score descending; equal
+//     action type; large partitions go through a graph, below) and returns
+//     the k best, sorted by Score descending; equal
 //     scores are ordered by Seq ascending (the earlier call first), then by
 //     ID ascending, so the same data always gives the same answer.
-//
 //   - Adding an ID that is already present replaces it. Delete removes it
 //     (swap-remove: O(1) after the lookup).
-//
 //   - Wrong dimension, zero, NaN or Inf vectors are errors (ErrDimension,
 //     ErrInvalidVector), never panics, and nothing of a rejected Add is
 //     stored.
-//
 //   - Bounds: a scope keeps at most Config.MaxPerScope vectors; adding past
 //     it evicts the oldest entry (lowest Seq, then earliest added), because
 //     refusing would make the funnel fail on the sessions that need it most.
@@ -27,7 +24,6 @@
 //     in all; past either bound the least recently used scopes are dropped.
 //     Scopes unused for Config.IdleTTL are dropped by a background sweeper
 //     that Close stops.
-//
 //   - A dropped scope loses nothing: the index is a cache of the ledger. The
 //     Loader, implemented by the caller from the ledger's session listing,
 //     rebuilds a scope at its next Search (Load with afterSeq 0), and brings
@@ -35,7 +31,6 @@
 //     has covered) on Refresh, or before every Search when
 //     Config.RefreshOnSearch is set (for several replicas on one ledger).
 //     Concurrent refreshes of one scope share one Loader call.
-//
 //   - Large partitions go through a graph: the rows of one tag in one scope
 //     that number at least Config.ANNMin are searched through an HNSW
 //     graph (index/hnsw, built in the background; exact scans serve until
