@@ -198,7 +198,7 @@ func TestMeasure(t *testing.T) {
 			t.Fatalf("idem-hnsw %.0f bytes per 512-d vector", x.BytesPer)
 		}
 	}
-	if !names["idem-hnsw"] || !names["exact"] || !names["coder-hnsw"] {
+	if !names["idem-hnsw"] || !names["idem-index"] || !names["exact"] || !names["coder-hnsw"] {
 		t.Fatalf("measured %v", names)
 	}
 	var sb strings.Builder

@@ -12,12 +12,14 @@ import (
 )
 
 // Builds returns the indexes cfg measures: "idem-hnsw" (index/hnsw),
-// "exact" (index.Flat, the scan idem runs on sessions) and, with
+// "exact" (index.Flat, the scan idem runs on sessions), "idem-index"
+// (index.Flat searching the partition through its graph, at the index's
+// efSearch: what the funnel gets, re-scoring included) and, with
 // cfg.Coder, "coder-hnsw" (github.com/coder/hnsw at the commit DESIGN.md
 // measured, set to the same M and efSearch; it has no separate
 // efConstruction).
 func Builds(cfg Config) map[string]Build {
-	b := map[string]Build{"idem-hnsw": ourBuild(cfg), "exact": exactBuild}
+	b := map[string]Build{"idem-hnsw": ourBuild(cfg), "exact": exactBuild, "idem-index": indexBuild(cfg)}
 	if cfg.Coder {
 		b["coder-hnsw"] = coderBuild(cfg)
 	}
@@ -53,9 +55,14 @@ func ourBuild(cfg Config) Build {
 	}
 }
 
-type exact struct{ f *index.Flat }
+// flat is an index.Flat holding base as one partition; ef is the
+// efSearch it searches with (0: it scans).
+type flat struct {
+	f  *index.Flat
+	ef int
+}
 
-func (e exact) Search(q []float32, k, _ int) ([]int, error) {
+func (e flat) Search(q []float32, k, _ int) ([]int, error) {
 	hits, err := e.f.Search(context.Background(), "s", "t", q, k)
 	out := make([]int, len(hits))
 	for i, h := range hits {
@@ -64,21 +71,56 @@ func (e exact) Search(q []float32, k, _ int) ([]int, error) {
 	return out, err
 }
 
+func (e flat) FixedEf() int { return e.ef }
+
+func (e flat) Close() error { return e.f.Close(context.Background()) }
+
 func exactBuild(base [][]float32) (Searcher, int, error) {
 	ic := index.DefaultConfig()
-	ic.Dim, ic.MaxPerScope, ic.MaxVectors, ic.IdleTTL = len(base[0]), len(base), len(base), 0
+	ic.ANNMin = 0
+	f, err := newFlat(ic, base)
+	return flat{f, 0}, 0, err
+}
+
+func indexBuild(cfg Config) Build {
+	return func(base [][]float32) (Searcher, int, error) {
+		ic := index.DefaultConfig()
+		ic.ANNMin = 1 // whatever N, the graph
+		ic.ANN.M, ic.ANN.EfConstruction, ic.ANN.Seed = cfg.M, cfg.EfConstruction, cfg.Seed
+		f, err := newFlat(ic, base)
+		if err != nil {
+			return nil, 0, err
+		}
+		ctx := context.Background()
+		if _, err := f.Search(ctx, "s", "t", base[0], 1); err != nil { // asks for the graph
+			return nil, 0, err
+		}
+		if err := f.WaitGraphs(ctx); err != nil {
+			return nil, 0, err
+		}
+		if f.Stats().Graphs != 1 {
+			return nil, 0, fmt.Errorf("index built no graph")
+		}
+		return flat{f, ic.ANN.EfSearch}, 0, nil
+	}
+}
+
+// newFlat returns an index of one scope "s" holding base under tag "t",
+// Seq i+1 for base[i].
+func newFlat(ic index.Config, base [][]float32) (*index.Flat, error) {
+	ic.Dim, ic.MaxPerScope, ic.MaxVectors, ic.IdleTTL = len(base[0]), len(base), 2*len(base), 0
 	f, err := index.New(ic, nil)
 	if err != nil {
-		return nil, 0, err
+		return nil, err
 	}
 	es := make([]index.Entry, len(base))
 	for i, v := range base {
 		es[i] = index.Entry{ID: strconv.Itoa(i), Tag: "t", Seq: uint64(i + 1), Vector: v}
 	}
 	if err := f.Add("s", es...); err != nil {
-		return nil, 0, err
+		return nil, err
 	}
-	return exact{f}, 0, nil
+	return f, nil
 }
 
 type coderIndex struct{ g *coder.Graph[int] }

@@ -53,7 +53,7 @@ func (c Config) Validate() error {
 
 // Result is one index measured at one efSearch.
 type Result struct {
-	Index     string  `json:"index"`               // "idem-hnsw", "exact", "coder-hnsw"
+	Index     string  `json:"index"`               // "idem-hnsw", "idem-index", "exact", "coder-hnsw"
 	EfSearch  int     `json:"ef_search,omitempty"` // 0 for the exact scan
 	Recall1   float64 `json:"recall_at_1"`         // share of queries whose first hit is the exact first
 	RecallK   float64 `json:"recall_at_k"`         // mean share of the exact top K found in the top K
@@ -114,8 +114,8 @@ func Measure(cfg Config, base, queries [][]float32, truth [][]int, builds map[st
 		}
 		wall, cpu := time.Since(t0).Seconds(), (cpuTime() - cpu0).Seconds()
 		efs := cfg.EfSearch
-		if name == "exact" {
-			efs = []int{0}
+		if fe, ok := s.(interface{ FixedEf() int }); ok {
+			efs = []int{fe.FixedEf()} // it searches with one efSearch, or scans (0)
 		}
 		for _, ef := range efs {
 			if progress != nil {
@@ -151,6 +151,12 @@ func Measure(cfg Config, base, queries [][]float32, truth [][]int, builds map[st
 			res.QPS = float64(len(queries)) / best
 			res.QPSCPU = float64(len(queries)) / bestCPU
 			r.Results = append(r.Results, res)
+		}
+		// Nothing of one index may run while the next is measured.
+		if c, ok := s.(interface{ Close() error }); ok {
+			if err := c.Close(); err != nil {
+				return nil, fmt.Errorf("close %s: %w", name, err)
+			}
 		}
 	}
 	return r, nil
