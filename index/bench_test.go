@@ -21,7 +21,7 @@ import (
 func BenchmarkSearch(b *testing.B) {
 	for _, d := range []int{384, 512} {
 		for _, n := range []int{100, 1000, 10000} {
-			f, q := benchIndex(b, n, d)
+			f, q := benchIndex(b, n, d, 0)
 			s := f.scopes["bench"]
 			ctx := context.Background()
 			name := fmt.Sprintf("d=%d/n=%d", d, n)
@@ -58,11 +58,12 @@ func BenchmarkSearch(b *testing.B) {
 }
 
 // benchIndex builds one scope of n random d-dimensional vectors in 50
-// clusters (so scores are not all near zero), one tag.
-func benchIndex(b testing.TB, n, d int) (*Flat, []float32) {
+// clusters (so scores are not all near zero), one tag; partitions of
+// annMin rows get a graph (0: none).
+func benchIndex(b testing.TB, n, d, annMin int) (*Flat, []float32) {
 	b.Helper()
 	cfg := DefaultConfig()
-	cfg.Dim, cfg.MaxPerScope, cfg.MaxVectors, cfg.IdleTTL = d, n, n, 0
+	cfg.Dim, cfg.MaxPerScope, cfg.MaxVectors, cfg.IdleTTL, cfg.ANNMin = d, n, 2*n, 0, annMin
 	f, err := New(cfg, nil)
 	if err != nil {
 		b.Fatal(err)
@@ -131,7 +132,7 @@ func plainSearch(s *scope, d int, q []float32, k int) []Hit {
 // TestPlainBaselineAgrees keeps the benchmark honest: both scans rank the
 // same entries first.
 func TestPlainBaselineAgrees(t *testing.T) {
-	f, q := benchIndex(t, 500, 64)
+	f, q := benchIndex(t, 500, 64, 0)
 	defer f.Close(context.Background())
 	got, err := f.Search(context.Background(), "bench", "t", q, 10)
 	if err != nil {
@@ -140,5 +141,39 @@ func TestPlainBaselineAgrees(t *testing.T) {
 	want := plainSearch(f.scopes["bench"], 64, q, 10)
 	if got[0].ID != want[0].ID || len(got) != len(want) {
 		t.Fatalf("index %v, plain %v", ids(got), ids(want))
+	}
+}
+
+// BenchmarkSearchGraph compares, in one run, Flat.Search of one 512-d
+// partition scanned exactly and searched through its graph (efSearch 100,
+// the default), by size, to place Config.ANNMin:
+//
+//	go test -run '^$' -bench BenchmarkSearchGraph -benchmem -cpu 1 ./index/
+//
+// Random clustered vectors are easier for a graph than real embeddings;
+// idem bench ann measures on those.
+func BenchmarkSearchGraph(b *testing.B) {
+	ctx := context.Background()
+	for _, n := range []int{1000, 4096, 20000} {
+		for _, mode := range []string{"exact", "graph"} {
+			annMin := 0
+			if mode == "graph" {
+				annMin = 1
+			}
+			f, q := benchIndex(b, n, 512, annMin)
+			f.Search(ctx, "bench", "t", q, 10)
+			if err := f.WaitGraphs(ctx); err != nil {
+				b.Fatal(err)
+			}
+			b.Run(fmt.Sprintf("n=%d/%s", n, mode), func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					if _, err := f.Search(ctx, "bench", "t", q, 10); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+			_ = f.Close(ctx)
+		}
 	}
 }

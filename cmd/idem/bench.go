@@ -23,12 +23,12 @@ import (
 
 func init() {
 	register("bench", command{
-		summary: "replay labelled traffic and score it, calibrate thresholds, import public data sets",
+		summary: "replay labelled traffic and score it, calibrate thresholds, import public data sets, measure the ANN index",
 		run:     runBench,
 	})
 }
 
-const benchUsage = `usage: idem bench <run|calibrate|import> ...
+const benchUsage = `usage: idem bench <run|calibrate|import|ann> ...
 
   idem bench run [flags] DIR
       Replay the traffic set in DIR (traffic.jsonl, tools.json) through the
@@ -70,7 +70,7 @@ const benchUsage = `usage: idem bench <run|calibrate|import> ...
       tools.json, README.md). FORMAT is one of:
 ` + "%s" + `
         --limit N               at most N source records (0: the format's default)
-`
+` + benchANNUsage
 
 func runBench(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
@@ -90,8 +90,10 @@ func runBench(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		err = benchCalibrate(ctx, args[1:], stdout, stderr)
 	case "import":
 		err = benchImport(args[1:], stdout)
+	case "ann":
+		err = benchANN(ctx, args[1:], stdout, stderr)
 	default:
-		err = benchUsageError{fmt.Sprintf("unknown subcommand %q (run, calibrate or import)", args[0])}
+		err = benchUsageError{fmt.Sprintf("unknown subcommand %q (run, calibrate, import or ann)", args[0])}
 	}
 	var ue benchUsageError
 	switch {
