@@ -477,6 +477,34 @@ func (f *Flat) Search(ctx context.Context, scope, tag string, query []float32, k
 	return hits, nil
 }
 
+// Has reports whether scope has held entries tagged tag (loading the scope
+// as Search does): a caller can spare itself computing a query for a tag
+// the scope never saw. It may report true for a tag whose entries were all
+// deleted.
+func (f *Flat) Has(ctx context.Context, scope, tag string) (bool, error) {
+	if scope == "" {
+		return false, fmt.Errorf("has: %w: empty scope", ErrInvalidArgument)
+	}
+	s, err := f.lookup(scope, f.loader != nil)
+	if err != nil || s == nil {
+		return false, err
+	}
+	if f.loader != nil {
+		if !s.loaded.Load() {
+			err = f.sync(ctx, s, true)
+		} else if f.cfg.RefreshOnSearch {
+			err = f.sync(ctx, s, false)
+		}
+		if err != nil {
+			return false, err
+		}
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	_, ok := s.tagIDs[tag]
+	return ok, nil
+}
+
 // Refresh brings scope up to date with the Loader: a full load if it is
 // not in memory, else the entries with Seq above the highest it has
 // covered. If another Refresh of the scope began after this call and has

@@ -38,3 +38,32 @@ func (l *Ledger) RecentSessions(ctx context.Context, limit int) ([]SessionRef, e
 	}
 	return out, nil
 }
+
+// TenantStore is a Store that can list a tenant's records by creation
+// time, which an index of a tenant's calls (a tenant-wide semantic scope)
+// is rebuilt from. ledger/badger and ledger/postgres implement it.
+type TenantStore interface {
+	Store
+	// ListTenant returns up to limit records of tenant created at or after
+	// since (Unix ms), in creation order (CreatedAt, then Key); limit <= 0
+	// means all.
+	ListTenant(ctx context.Context, tenant string, since int64, limit int) ([]Record, error)
+}
+
+// Tenant returns up to limit live records of tenant created at or after
+// since (Unix ms), oldest first, or an error matching errors.ErrUnsupported
+// when the store cannot list a tenant.
+func (l *Ledger) Tenant(ctx context.Context, tenant string, since int64, limit int) ([]Record, error) {
+	if err := checkTenant(tenant); err != nil {
+		return nil, fmt.Errorf("list tenant: %w", err)
+	}
+	ts, ok := l.store.(TenantStore)
+	if !ok {
+		return nil, fmt.Errorf("list tenant: %w", errors.ErrUnsupported)
+	}
+	recs, err := ts.ListTenant(ctx, tenant, since, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list tenant: %w", err)
+	}
+	return l.live(recs), nil
+}

@@ -55,3 +55,50 @@ func (s *Store) RecentSessions(ctx context.Context, limit int) ([]ledger.Session
 	}
 	return out, nil
 }
+
+var _ ledger.TenantStore = (*Store)(nil)
+
+// ListTenant implements ledger.TenantStore. Records are keyed by tenant and
+// key, not by time: it reads every record of the tenant (a rebuild of a
+// tenant-wide index does this once; this process adds what it claims
+// afterwards itself).
+func (s *Store) ListTenant(ctx context.Context, tenant string, since int64, limit int) ([]ledger.Record, error) {
+	var out []ledger.Record
+	err := s.db.View(func(txn *badger.Txn) error {
+		prefix := recordKey(tenant, "")
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix, PrefetchValues: true})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			key := string(it.Item().Key()[len(prefix):])
+			var rec ledger.Record
+			err := it.Item().Value(func(v []byte) error {
+				var err error
+				rec, err = decodeRecord(v)
+				return err
+			})
+			if s.skipCorrupt(tenant, key, err) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			if rec.CreatedAt >= since {
+				out = append(out, rec)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, translate(err)
+	}
+	slices.SortFunc(out, func(a, b ledger.Record) int {
+		return cmp.Or(cmp.Compare(a.CreatedAt, b.CreatedAt), cmp.Compare(a.Key, b.Key))
+	})
+	if limit > 0 && len(out) > limit {
+		out = out[:limit]
+	}
+	return out, nil
+}

@@ -75,3 +75,37 @@ func testRecentSessions(t *testing.T, e *env) {
 		t.Fatalf("RecentSessions(2) = %v, want %v", got, want)
 	}
 }
+
+// testListTenant: a tenant's records by creation time, from a time on,
+// across its sessions and without other tenants'.
+func testListTenant(t *testing.T, e *env) {
+	if _, ok := e.store.(ledger.TenantStore); !ok {
+		t.Skip("the store is not a ledger.TenantStore")
+	}
+	var marks []int64
+	for i, s := range []struct{ tenant, session, key string }{{"t1", "a", "k1"}, {"t2", "a", "k2"}, {"t1", "b", "k3"}, {"t1", "a", "k4"}} {
+		r := req(s.key)
+		r.Tenant, r.Session = s.tenant, s.session
+		c := e.claim(r, ledger.Claimed)
+		marks = append(marks, c.Record.CreatedAt)
+		e.clock.Advance(time.Duration(i+1) * time.Millisecond)
+	}
+	all, err := e.l.Tenant(e.ctx, "t1", 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := keys(all); !slices.Equal(got, []string{"k1", "k3", "k4"}) {
+		t.Fatalf("Tenant(t1) = %v, want k1 k3 k4 in creation order", got)
+	}
+	later, err := e.l.Tenant(e.ctx, "t1", marks[2], 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := keys(later); !slices.Equal(got, []string{"k3", "k4"}) {
+		t.Fatalf("Tenant(t1, since k3) = %v, want k3 k4", got)
+	}
+	one, err := e.l.Tenant(e.ctx, "t1", 0, 1)
+	if err != nil || len(one) != 1 || one[0].Key != "k1" {
+		t.Fatalf("Tenant(t1, limit 1) = %v %v", keys(one), err)
+	}
+}

@@ -189,6 +189,7 @@ func Run(t *testing.T, open func(t *testing.T) ledger.Store) {
 		{"ConcurrentFencedClaimsOneWinner", testConcurrentFencedClaims},
 		{"SetEmbeddingKeepsTheRest", testSetEmbedding},
 		{"RecentSessionsMostRecentFirst", testRecentSessions},
+		{"ListTenantByCreation", testListTenant},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.run(t, newEnv(t, open)) })

@@ -41,3 +41,19 @@ func (s *Store) recentSessions(ctx context.Context, limit int) ([]ledger.Session
 	}
 	return out, rows.Err()
 }
+
+var _ ledger.TenantStore = (*Store)(nil)
+
+// ListTenant implements ledger.TenantStore.
+func (s *Store) ListTenant(ctx context.Context, tenant string, since int64, limit int) ([]ledger.Record, error) {
+	lim := int64(-1)
+	if limit > 0 {
+		lim = int64(limit)
+	}
+	q := `SELECT key, ` + recordCols + ` FROM idem_records
+		WHERE tenant = $1 AND created_at >= $2 ORDER BY created_at, key`
+	if lim > 0 {
+		return s.list(ctx, "list tenant", tenant, q+` LIMIT $3`, tenant, since, lim)
+	}
+	return s.list(ctx, "list tenant", tenant, q, tenant, since)
+}
