@@ -32,6 +32,7 @@ import (
 	"github.com/idem-dev/idem/canon"
 	"github.com/idem-dev/idem/embed"
 	"github.com/idem-dev/idem/funnel"
+	"github.com/idem-dev/idem/index"
 )
 
 // Config is the whole configuration. Start from Default. A plain value.
@@ -48,6 +49,7 @@ type Config struct {
 	Ledger   Ledger        `yaml:"ledger"`
 	Embedder Embedder      `yaml:"embedder"`
 	Sessions Sessions      `yaml:"sessions"`
+	Index    Index         `yaml:"index"`
 	Judge    Judge         `yaml:"judge"`
 	Budget   time.Duration `yaml:"budget"`
 	// MaxWait bounds a check's wait_ms.
@@ -164,6 +166,18 @@ type Embedder struct {
 	Kernel string `yaml:"kernel"`
 }
 
+// Index sizes the index of the policies' wide scopes (scope: workflow or
+// tenant): a scope's calls of one tool with equal identity fields are
+// scanned exactly below ANNMin and searched through an HNSW graph above
+// it; past MaxPerScope calls a scope drops its oldest, past MaxVectors
+// (about 4 KB each with their graph) the least recently used scopes are
+// dropped and rebuilt from the ledger when next used.
+type Index struct {
+	ANNMin      int `yaml:"ann_min"`
+	MaxPerScope int `yaml:"max_per_scope"`
+	MaxVectors  int `yaml:"max_vectors"`
+}
+
 // Sessions bounds the session views the funnel keeps in memory.
 type Sessions struct {
 	// MaxViews bounds the sessions held (least recently used dropped
@@ -261,6 +275,7 @@ func Default() Config {
 			Kernel: embed.KernelAuto,
 		},
 		Sessions: Sessions{MaxViews: lc.MaxSessions, Warm: lc.WarmSessions},
+		Index:    Index{ANNMin: index.DefaultANNMin, MaxPerScope: 100_000, MaxVectors: 400_000},
 		Judge:    Judge{BaseURL: "https://api.openai.com/v1", Timeout: 2 * time.Second},
 		Budget:   lc.Budget,
 		MaxWait:  lc.MaxWait,
@@ -413,6 +428,15 @@ func (c *Config) Validate() error {
 		}
 	default:
 		bad("embedder.scorer", "%q is not none or pair", e.Scorer)
+	}
+	if c.Index.ANNMin < 0 {
+		bad("index.ann_min", "negative")
+	}
+	if c.Index.MaxPerScope < 1 {
+		bad("index.max_per_scope", "must be at least 1")
+	}
+	if c.Index.MaxVectors < c.Index.MaxPerScope {
+		bad("index.max_vectors", "must be at least index.max_per_scope")
 	}
 	if c.Sessions.Warm < 0 || c.Sessions.Warm > c.Sessions.MaxViews {
 		bad("sessions.warm", "must be in [0, sessions.max_views]")

@@ -224,6 +224,9 @@ type Deps struct {
 	// Embedder is itself a Tokenizer, that is used.
 	Tokenizer Tokenizer
 	Judge     Judge
+	// Scopes holds the calls of the policies' wide scopes (workflow,
+	// tenant; see scopes.go); required when a policy has one.
+	Scopes Searcher
 	// Scorer, when set and fitted to the Embedder, scores text candidates
 	// in place of the bare cosine: the policies' thresholds are then
 	// probabilities (duplicate_probability, ambiguous_probability).
@@ -240,7 +243,9 @@ type Funnel struct {
 	embedder Embedder
 	tok      Tokenizer
 	judge    Judge
-	scorer   Scorer // nil when off
+	scorer   Scorer   // nil when off
+	scopes   Searcher // nil without wide scopes
+	unit     []float32
 	model    string // the embedder's name ("" without one)
 	dim      int
 	enc      *encoderQueue // nil without an embedder
@@ -285,9 +290,16 @@ func New(cfg Config, deps Deps) (*Funnel, error) {
 	if f.now == nil {
 		f.now = time.Now
 	}
+	for _, p := range cfg.Policies {
+		if p.Scope != "" && p.Scope != ScopeSession && deps.Scopes == nil {
+			return nil, fmt.Errorf("funnel: policy %q: scope %s needs Deps.Scopes", p.Name, p.Scope)
+		}
+	}
+	f.scopes = deps.Scopes
 	f.ctx, f.cancel = context.WithCancel(context.Background())
 	if f.embedder != nil {
 		f.model, f.dim = f.embedder.Name(), f.embedder.Dim()
+		f.unit = unit(f.dim)
 		f.tok = deps.Tokenizer
 		if f.tok == nil {
 			f.tok, _ = f.embedder.(Tokenizer)
@@ -517,6 +529,10 @@ func (f *Funnel) Check(ctx context.Context, req Request) (Result, error) {
 		if err != nil || done {
 			return f.finish(ctx, c, err)
 		}
+		done, err = f.scopeStage(ctx, c)
+		if err != nil || done {
+			return f.finish(ctx, c, err)
+		}
 	}
 	err = f.claim(ctx, c)
 	return f.finish(ctx, c, err)
@@ -584,7 +600,7 @@ func similarity(m *Match) float64 {
 func matchOf(r *ledger.Record, sim float64) *Match {
 	m := &Match{
 		Key: r.Key, Tool: r.Tool, Workflow: r.Workflow, Step: r.Step, Status: r.Status.String(),
-		Result: r.Result, Error: r.Error, Similarity: sim, CreatedAt: r.CreatedAt,
+		Result: r.Result, Error: r.Error, Similarity: sim, CreatedAt: r.CreatedAt, Session: r.Session,
 		leaseUntil: r.LeaseUntil,
 	}
 	if r.Status == ledger.StatusFailed {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/idem-dev/idem/canon"
 	"github.com/idem-dev/idem/embed"
+	"github.com/idem-dev/idem/index"
 	"github.com/idem-dev/idem/judge"
 	"github.com/idem-dev/idem/ledger"
 	"github.com/idem-dev/idem/ledger/badger"
@@ -89,6 +90,8 @@ type options struct {
 	embedder Embedder
 	warm     int
 	scorer   Scorer
+	// scopes gives the funnel an index of wide scopes over the ledger.
+	scopes bool
 }
 
 // newEnv builds a funnel on a real Badger ledger in a temp dir and the real
@@ -140,6 +143,16 @@ func newFunnel(t testing.TB, led Ledger, now func() time.Time, o options) *Funne
 		cfg.JudgeReserve = min(cfg.JudgeReserve, o.budget/10)
 	}
 	deps := Deps{Canon: cn, Ledger: led, Embedder: emb, Scorer: o.scorer}
+	if o.scopes {
+		icfg := index.DefaultConfig()
+		icfg.Dim = emb.Dim()
+		idx, err := index.New(icfg, ScopeLoader(led.(ScopeLedger), cn, emb.Name(), emb.Dim()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { idx.Close(context.Background()) })
+		deps.Scopes = idx
+	}
 	if o.judge != nil {
 		deps.Judge = o.judge
 	}

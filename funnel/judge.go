@@ -23,7 +23,7 @@ func (f *Funnel) judgeStage(ctx, bctx context.Context, c *check, cd *candidate, 
 				c.note("%s", budget)
 			}
 			c.res.Stage = StageSemantic
-			return f.onDuplicate(ctx, c, got, cd, fmt.Sprintf("a call of the same tool whose identity values this call restates, with text similarity %.3f, was made in this session (the judge could not answer)", cd.cosine), true)
+			return f.onDuplicate(ctx, c, got, cd, fmt.Sprintf("a call of the same tool whose identity values this call restates, with text similarity %.3f, was made %s (the judge could not answer)", cd.cosine, where(c, cd.e)), true)
 		}
 		return f.fallbackFor(ctx, c, got, cd, budget)
 	}

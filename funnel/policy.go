@@ -111,6 +111,12 @@ type Policy struct {
 	// Window bounds how far back in the session the exact and semantic
 	// stages look; 0 means the whole retention period.
 	Window time.Duration `yaml:"window,omitempty" json:"window,omitempty"`
+	// Scope is where earlier calls are looked for: session (the default,
+	// ""), workflow (every session of the call's workflow: sub-agents
+	// re-running a step) or tenant (every session of the tenant: a
+	// tenant-wide semantic cache for read-only tools). The identity gate,
+	// the thresholds and the contrast guard are the same in every scope.
+	Scope ScopeKind `yaml:"scope,omitempty" json:"scope,omitempty"`
 	// Strict refuses an explicit idempotency key reused with different
 	// identity fields (ErrKeyReuse, a 422) instead of replaying the first
 	// call's result; on in the default policies. A reworded text under the
@@ -194,6 +200,11 @@ func (p Policy) Validate() error {
 	}
 	if p.DuplicateProbability > 0 && p.AmbiguousProbability > p.DuplicateProbability {
 		errs = append(errs, fmt.Errorf("ambiguous_probability: %v above duplicate_probability", p.AmbiguousProbability))
+	}
+	switch p.Scope {
+	case "", ScopeSession, ScopeWorkflow, ScopeTenant:
+	default:
+		errs = append(errs, fmt.Errorf("scope: %q is not session, workflow or tenant", p.Scope))
 	}
 	switch p.Identity {
 	case "", IdentityGraded, IdentityStrict, IdentityLenient:

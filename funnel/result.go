@@ -103,6 +103,9 @@ type Match struct {
 	Key        string          `json:"key"`
 	Tool       string          `json:"tool"`
 	Workflow   string          `json:"workflow_id,omitempty"`
+	// Session is the session the earlier call was made in (another one
+	// when the policy's scope is a workflow or the tenant).
+	Session string `json:"session_id,omitempty"`
 	Step       string          `json:"step_id,omitempty"`
 	Status     string          `json:"status"`
 	Result     json.RawMessage `json:"result,omitempty"`
@@ -140,6 +143,9 @@ type Result struct {
 	LeaseExpiresAt time.Time `json:"lease_expires_at,omitzero"`
 	Match          *Match    `json:"match,omitempty"`
 	Judge          *Verdict  `json:"judge,omitempty"`
+	// Scope is "workflow" or "tenant" when the match came from that scope
+	// (the policy's scope), across sessions.
+	Scope string `json:"scope,omitempty"`
 	// Policy names the action type whose policy applied.
 	Policy string `json:"policy"`
 	// Reason says in a sentence why.

@@ -602,12 +602,12 @@ func (f *Funnel) decideCandidates(ctx, bctx context.Context, c *check, cands []c
 			} else if c.restated[cd.e] != nil {
 				what = "identity values this call restates (read as equal: identity lenient)"
 			}
-			reason := fmt.Sprintf("a call of the same tool with %s and text similarity %.3f (≥ %.2f) was made in this session", what, cd.score, c.dup)
+			reason := fmt.Sprintf("a call of the same tool with %s and text similarity %.3f (≥ %.2f) was made %s", what, cd.score, c.dup, where(c, cd.e))
 			if f.scorer != nil {
-				reason = fmt.Sprintf("a call of the same tool with %s, text similarity %.3f and probability %.3f of the same request (≥ %.2f), was made in this session", what, cd.cosine, cd.prob, c.dup)
+				reason = fmt.Sprintf("a call of the same tool with %s, text similarity %.3f and probability %.3f of the same request (≥ %.2f), was made %s", what, cd.cosine, cd.prob, c.dup, where(c, cd.e))
 			}
 			if !c.call.HasText() {
-				reason = fmt.Sprintf("a call of the same tool with %s (and no text to compare) was made in this session", what)
+				reason = fmt.Sprintf("a call of the same tool with %s (and no text to compare) was made %s", what, where(c, cd.e))
 			} else if !cd.probable && c.pol.OnDuplicate == ActionReplay && (c.pol.SemanticReplay == 0 || cd.score < c.pol.SemanticReplay) {
 				// A replay may rest on free-text similarity only at or
 				// above the policy's calibrated semantic_replay: a read is

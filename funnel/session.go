@@ -47,6 +47,10 @@ type entry struct {
 	fl   *flight
 	// leaves are the call's identity leaves, once a check graded it.
 	leaves *canon.IdentityLeaves
+	// session is the call's session, for a call found in a wider scope
+	// ("" for the view's own); wide and wideTag the wider scope and tag
+	// its embedding joins once known (see scopes.go).
+	session, wide, wideTag string
 }
 
 // identKey finds the calls of a tool with equal identity fields.

@@ -126,6 +126,10 @@ func (f *Funnel) landed(s *session, tenant string, e *entry, fl *flight, view st
 		}
 		return
 	}
+	if e.wide != "" {
+		f.addScope(e.wide, e.wideTag, e, fl.windows[0])
+		e.wide, e.wideTag = "", ""
+	}
 	if e.qv == nil {
 		e.qv, e.vecs = quantize(fl.windows), fl.windows
 		f.queueWrite(write{tenant: tenant, key: e.key, seq: e.seq, hash: e.hash, vec: slices.Concat(fl.windows...), s: s, e: e})

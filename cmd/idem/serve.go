@@ -19,6 +19,7 @@ import (
 	"github.com/idem-dev/idem/config"
 	"github.com/idem-dev/idem/embed"
 	"github.com/idem-dev/idem/funnel"
+	"github.com/idem-dev/idem/index"
 	"github.com/idem-dev/idem/judge"
 	"github.com/idem-dev/idem/ledger"
 	"github.com/idem-dev/idem/ledger/badger"
@@ -219,14 +220,26 @@ type app struct {
 	emb   funnel.Embedder
 	tok   funnel.Tokenizer
 	judge funnel.Judge
+	// scopes holds the calls of the policies' wide scopes; nil without.
+	scopes *index.Flat
+}
+
+// widePolicies reports whether a policy searches a workflow or the tenant.
+func widePolicies(ps []funnel.Policy) bool {
+	for _, p := range ps {
+		if p.Scope == funnel.ScopeWorkflow || p.Scope == funnel.ScopeTenant {
+			return true
+		}
+	}
+	return false
 }
 
 func buildApp(cfg config.Config, defs []canon.Tool, log *slog.Logger) (*app, error) {
 	a := &app{tools: cfg.ToolNames(defs), cfg: cfg, log: log}
-	if _, err := canon.New(cfg.Canon(defs)); err != nil {
+	cn, err := canon.New(cfg.Canon(defs))
+	if err != nil {
 		return nil, fmt.Errorf("tools: %w", err)
 	}
-	var err error
 	var emb funnel.Embedder
 	var tok funnel.Tokenizer
 	switch cfg.Embedder.Provider {
@@ -307,7 +320,16 @@ func buildApp(cfg config.Config, defs []canon.Tool, log *slog.Logger) (*app, err
 		return nil, err
 	}
 	a.emb, a.tok, a.judge = emb, tok, jd
-	if emb != nil {
+	if emb != nil && widePolicies(cfg.Policies) {
+		ic := index.DefaultConfig()
+		ic.Dim, ic.ANNMin, ic.MaxPerScope, ic.MaxVectors = emb.Dim(), cfg.Index.ANNMin, cfg.Index.MaxPerScope, cfg.Index.MaxVectors
+		// Several replicas: each keeps its own index, caught up from the
+		// ledger before every search.
+		ic.RefreshOnSearch = cfg.Store.Backend == config.BackendPostgres
+		if a.scopes, err = index.New(ic, funnel.ScopeLoader(a.ledger, cn, emb.Name(), emb.Dim())); err != nil {
+			a.Close(context.Background())
+			return nil, fmt.Errorf("index: %w", err)
+		}
 	}
 	if a.funnel, err = a.newFunnel(defs); err != nil {
 		a.Close(context.Background())
@@ -325,6 +347,9 @@ func (a *app) newFunnel(defs []canon.Tool) (*funnel.Funnel, error) {
 		return nil, fmt.Errorf("tools: %w", err)
 	}
 	deps := funnel.Deps{Canon: cn, Ledger: a.ledger, Judge: a.judge}
+	if a.scopes != nil {
+		deps.Scopes = a.scopes
+	}
 	if a.emb != nil {
 		deps.Embedder, deps.Tokenizer = a.emb, a.tok
 		if a.cfg.Embedder.Scorer == config.ScorerPair {
@@ -351,6 +376,9 @@ func (a *app) Close(ctx context.Context) error {
 	var errs []error
 	if a.funnel != nil {
 		errs = append(errs, a.funnel.Close(ctx))
+	}
+	if a.scopes != nil {
+		errs = append(errs, a.scopes.Close(ctx))
 	}
 	if a.store != nil {
 		errs = append(errs, a.store.Close(ctx))

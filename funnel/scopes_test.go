@@ -1,0 +1,97 @@
+package funnel
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+)
+
+func settle(t testing.TB, f *Funnel) {
+	t.Helper()
+	if err := f.Settle(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func scoped(scope ScopeKind) []Policy {
+	p := DefaultPolicy()
+	p.Scope = scope
+	return []Policy{p}
+}
+
+const (
+	notify1 = `{"channel":"#ops","text":"The nightly deploy of the billing service finished; all checks are green."}`
+	notify2 = `{"channel":"#ops","text":"The nightly deploy of the billing service has finished, and all checks are green."}`
+)
+
+// TestWiderScopesFindOtherSessions: a sub-agent in another session of the
+// workflow (or of the tenant) re-sends a notification in other words:
+// under a workflow or tenant scope it is asked about, naming the session
+// that sent it; under the session scope it executes.
+func TestWiderScopesFindOtherSessions(t *testing.T) {
+	for _, tc := range []struct {
+		scope ScopeKind
+		want  Decision
+	}{{ScopeWorkflow, Confirm}, {ScopeTenant, Confirm}, {ScopeSession, Execute}} {
+		t.Run(string(tc.scope), func(t *testing.T) {
+			e := newEnv(t, options{policies: scoped(tc.scope), scopes: true})
+			e.run(t, Request{Session: "agent-a", Step: "1", Tool: "post_message", Arguments: []byte(notify1)}, `{"ts":"1"}`)
+			settle(t, e.f) // agent-a's call joins the wide scope once it is embedded
+			res := e.check(t, Request{Session: "agent-b", Step: "2", Tool: "post_message", Arguments: []byte(notify2)})
+			if res.Decision != tc.want {
+				t.Fatalf("%s at %s (%s), want %s", res.Decision, res.Stage, res.Reason, tc.want)
+			}
+			if tc.want == Confirm && (res.Match == nil || res.Match.Session != "agent-a" || res.Scope != string(tc.scope)) {
+				t.Errorf("match %+v, scope %q: want agent-a's call in the %s scope", res.Match, res.Scope, tc.scope)
+			}
+			// Another channel is another effect, whatever the scope.
+			want(t, e.check(t, Request{Session: "agent-c", Step: "3", Tool: "post_message",
+				Arguments: []byte(`{"channel":"#billing","text":"Nightly billing service deploy is done and every check passed."}`)}), Execute, StageNew)
+		})
+	}
+}
+
+// TestTenantCacheAnswersReads: a read-only tool under a tenant scope (and
+// a calibrated semantic_replay) is answered from any session's earlier
+// read; tenants never see each other's.
+func TestTenantCacheAnswersReads(t *testing.T) {
+	pols := readPolicies(0.9)
+	pols[0].Scope = ScopeTenant
+	e := newEnv(t, options{policies: pols, scopes: true})
+	first := `{"repo":"idem","query":"How do I rotate the API keys of a tenant?"}`
+	e.run(t, Request{Session: "user-1", Step: "1", Tool: "search_docs", Arguments: []byte(first)}, `{"hits":["docs/operations.md"]}`)
+	settle(t, e.f)
+	res := e.check(t, Request{Session: "user-2", Step: "2", Tool: "search_docs", Arguments: []byte(`{"repo":"idem","query":"How can I rotate a tenant's API keys?"}`)})
+	want(t, res, Duplicate, StageSemantic)
+	if string(res.Match.Result) != `{"hits":["docs/operations.md"]}` || res.Scope != "tenant" || res.Match.Session != "user-1" {
+		t.Errorf("replayed %s from %+v (scope %q)", res.Match.Result, res.Match, res.Scope)
+	}
+	want(t, e.check(t, Request{Session: "user-3", Step: "3", Tool: "search_docs", Arguments: []byte(first)}), Duplicate, StageExact)
+	// Another tenant's reads are not its cache.
+	want(t, e.check(t, Request{Tenant: "globex", Session: "user-1", Step: "4", Tool: "search_docs", Arguments: []byte(first)}), Execute, StageNew)
+}
+
+// TestWideScopeRebuiltAfterARestart: the wide scope is a cache of the
+// ledger: a new funnel (a restart) rebuilds it and decides the same.
+func TestWideScopeRebuiltAfterARestart(t *testing.T) {
+	led := openStore(t, t.TempDir())
+	a := newFunnel(t, led, time.Now, options{policies: scoped(ScopeTenant), scopes: true})
+	first := checkOn(t, a, Request{Session: "agent-a", Step: "1", Tool: "post_message", Arguments: []byte(notify1)})
+	want(t, first, Execute, StageNew)
+	if _, err := led.Complete(context.Background(), "acme", first.Key, first.Token, json.RawMessage(`{"ts":"1"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Settle(context.Background()); err != nil { // its embedding is written to its record
+		t.Fatal(err)
+	}
+	closeFunnel(t, a)
+	for i := range 2 {
+		b := newFunnel(t, led, time.Now, options{policies: scoped(ScopeTenant), scopes: true})
+		res := checkOn(t, b, Request{Session: "agent-b", Step: "2", Tool: "post_message", Arguments: []byte(notify2)})
+		if res.Decision != Confirm || res.Match == nil || res.Match.Key != first.Key {
+			t.Fatalf("restart %d: %s (%s), match %+v; want confirm naming %s", i, res.Decision, res.Reason, res.Match, first.Key)
+		}
+		closeFunnel(t, b)
+	}
+}
