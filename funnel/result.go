@@ -100,12 +100,12 @@ type Request struct {
 
 // Match is the earlier call a decision refers to.
 type Match struct {
-	Key        string          `json:"key"`
-	Tool       string          `json:"tool"`
-	Workflow   string          `json:"workflow_id,omitempty"`
+	Key      string `json:"key"`
+	Tool     string `json:"tool"`
+	Workflow string `json:"workflow_id,omitempty"`
 	// Session is the session the earlier call was made in (another one
 	// when the policy's scope is a workflow or the tenant).
-	Session string `json:"session_id,omitempty"`
+	Session    string          `json:"session_id,omitempty"`
 	Step       string          `json:"step_id,omitempty"`
 	Status     string          `json:"status"`
 	Result     json.RawMessage `json:"result,omitempty"`
