@@ -3,6 +3,7 @@ package bench
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -265,4 +266,22 @@ func testConfig() Config {
 	cfg := DefaultConfig()
 	cfg.Budget = 10 * time.Minute
 	return cfg
+}
+
+// TestReadHitRates: the report counts, per read-only tool, its reads and
+// those answered from an earlier read.
+func TestReadHitRates(t *testing.T) {
+	r := runSet(t, "../testdata/traffic/tau-airline", testConfig())
+	if len(r.Reads) == 0 {
+		t.Fatal("no read counted in a set of reads and writes")
+	}
+	var text bytes.Buffer
+	if err := r.WriteText(&text); err != nil {
+		t.Fatal(err)
+	}
+	for tool, h := range r.Reads {
+		if h.Reads == 0 || h.Replayed > h.Reads || !strings.Contains(text.String(), fmt.Sprintf("  %s: %d of %d", tool, h.Replayed, h.Reads)) {
+			t.Errorf("%s: %+v, or not in the text report", tool, h)
+		}
+	}
 }

@@ -39,6 +39,10 @@ type Report struct {
 	Results    []EventResult `json:"events_detail"`
 	Review     []ReviewPair  `json:"-"`
 	Analysis   *Analysis     `json:"-"`
+	// Reads counts, per read-only tool, the reads answered from an earlier
+	// one (replayed: a semantic cache's hits, across sessions under a
+	// tenant scope).
+	Reads map[string]ReadHits `json:"reads,omitempty"`
 }
 
 // BaselineReport scores the whole-call-embedding baseline.
@@ -118,6 +122,12 @@ func outcome(e *Event, flagged bool) string {
 	return "tn"
 }
 
+// ReadHits are a read-only tool's reads and those replayed.
+type ReadHits struct {
+	Reads    int `json:"reads"`
+	Replayed int `json:"replayed"`
+}
+
 // Score scores an analysed run.
 func Score(a *Analysis) *Report {
 	run := a.Run
@@ -150,6 +160,17 @@ func Score(a *Analysis) *Report {
 		stages.add(stage, e, flagged, errored)
 		tools.add(e.Tool, e, flagged, errored)
 		pols.add(a.Policy[i].Name, e, flagged, errored)
+		if p := a.Policy[i]; !errored && p.ReadOnly != nil && *p.ReadOnly || !errored && e.HasTag("read") {
+			h := r.Reads[e.Tool]
+			h.Reads++
+			if d.Decision == "duplicate" {
+				h.Replayed++
+			}
+			if r.Reads == nil {
+				r.Reads = map[string]ReadHits{}
+			}
+			r.Reads[e.Tool] = h
+		}
 		for _, t := range e.Tags {
 			tags.add(t, e, flagged, errored)
 		}
@@ -362,6 +383,13 @@ func (r *Report) WriteText(w io.Writer) error {
 		row("tool "+k, r.ByTool[k])
 	}
 	tw.Flush()
+	if len(r.Reads) > 0 {
+		fmt.Fprintf(&b, "\nreads answered from an earlier read (a semantic cache's hit rate)\n")
+		for _, k := range sortedKeys(r.Reads) {
+			h := r.Reads[k]
+			fmt.Fprintf(&b, "  %s: %d of %d = %.3f\n", k, h.Replayed, h.Reads, float64(h.Replayed)/float64(h.Reads))
+		}
+	}
 	fmt.Fprintf(&b, "\nlatency (µs)\n")
 	tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "stage\tn\tp50\tp95\tp99\tmax\tover %g ms\t\n", r.BudgetMS)

@@ -145,7 +145,7 @@ func newFunnel(t testing.TB, led Ledger, now func() time.Time, o options) *Funne
 	deps := Deps{Canon: cn, Ledger: led, Embedder: emb, Scorer: o.scorer}
 	if o.scopes {
 		icfg := index.DefaultConfig()
-		icfg.Dim = emb.Dim()
+		icfg.Dim, icfg.MaxPerScope, icfg.MaxVectors = emb.Dim(), 200_000, 1<<20
 		idx, err := index.New(icfg, ScopeLoader(led.(ScopeLedger), cn, emb.Name(), emb.Dim()))
 		if err != nil {
 			t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/idem-dev/idem/embed"
+	"github.com/idem-dev/idem/index"
 	"github.com/idem-dev/idem/ledger"
 )
 
@@ -171,4 +172,74 @@ func BenchmarkFreshTextConcurrent(b *testing.B) {
 			b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
 		})
 	}
+}
+
+// BenchmarkTenantScope measures a semantic check against a tenant-wide
+// scope of 100,000 earlier reads of one tool with equal identity fields
+// (one partition of the index: searched through its HNSW graph), in a
+// session of its own: the rewording of one of them, embedded, searched,
+// re-scored and replayed from the tenant cache.
+func BenchmarkTenantScope(b *testing.B) {
+	const n = 100_000
+	pols := readPolicies(0.9)
+	pols[0].Scope = ScopeTenant
+	e := newEnv(b, options{policies: pols, scopes: true})
+	ctx := context.Background()
+	claim := func(i int, args []byte, emb []float32) {
+		call, err := e.f.canon.Canonicalize("search_docs", args)
+		if err != nil {
+			b.Fatal(err)
+		}
+		req := ledger.ClaimRequest{Tenant: "acme", Key: fmt.Sprintf("old:%d:search_docs", i), Session: fmt.Sprint("user-", i%1000),
+			Workflow: "old", Step: fmt.Sprint(i), Tool: "search_docs", Canonical: call.Canonical, Hash: call.Hash,
+			Identity: call.IdentityDigest, Embedding: emb, EmbeddingModel: embed.USEName}
+		got, err := e.ledger.Claim(ctx, req)
+		if err != nil || got.Outcome != ledger.Claimed {
+			b.Fatalf("claim %d: %v %v", i, got.Outcome, err)
+		}
+		if _, err := e.ledger.Complete(ctx, "acme", req.Key, got.Token, json.RawMessage(`{"hits":[]}`)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	first := []byte(`{"repo":"idem","query":"How do I rotate the API keys of a tenant?"}`)
+	call, _ := e.f.canon.Canonicalize("search_docs", first)
+	vecs, err := encoder(b).Embed(ctx, []string{call.TextView()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	claim(0, first, vecs[0])
+	for i := 1; i < n; i++ {
+		claim(i, fmt.Appendf(nil, `{"repo":"idem","query":"question number %d about the docs"}`, i), syntheticVector(uint64(i), embed.USEDim))
+	}
+	req := Request{Tenant: "acme", Session: "new-user", Workflow: "wf", Tool: "search_docs",
+		Arguments: []byte(`{"repo":"idem","query":"How can I rotate a tenant's API keys?"}`)}
+	// The first check loads the scope and starts its graph; wait for it.
+	req.Step = "warm"
+	if _, err := e.f.Check(ctx, req); err != nil {
+		b.Fatal(err)
+	}
+	if err := e.f.scopes.(*index.Flat).WaitGraphs(ctx); err != nil {
+		b.Fatal(err)
+	}
+	var lat []time.Duration
+	b.ResetTimer()
+	i := 0
+	for b.Loop() {
+		i++
+		req.Step = fmt.Sprint("s", i)
+		t0 := time.Now()
+		res, err := e.f.Check(ctx, req)
+		lat = append(lat, time.Since(t0))
+		if err != nil {
+			b.Fatal(err)
+		}
+		if res.Decision != Duplicate || res.Scope != "tenant" {
+			b.Fatalf("%s (%s), scope %q: want a duplicate from the tenant scope", res.Decision, res.Reason, res.Scope)
+		}
+	}
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)*50/100].Microseconds()), "p50-µs")
+	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
+	st := e.f.scopes.(*index.Flat).Stats()
+	b.ReportMetric(float64(st.Graphs), "graphs")
 }
