@@ -166,6 +166,10 @@ func (f *Funnel) granted(c *check, s *session, got *ledger.Claim) {
 			c.res.Reason = "the nearest earlier call was not judged the same effect"
 		}
 	}
+	if c.req.Confirmed != "" {
+		c.note("confirmed as another action than the earlier call %s: not compared with it", c.req.Confirmed)
+		f.log.Info("funnel: a call confirmed as another action executes", "tenant", c.req.Tenant, "key", c.key, "confirmed", c.req.Confirmed)
+	}
 	if !c.pol.Semantic {
 		return
 	}

@@ -119,6 +119,9 @@ func TestConfirmedRunsOnce(t *testing.T) {
 	want(t, asked, Confirm, StageSemantic)
 	confirmed := e.check(t, Request{Step: "2", Tool: "send_email", Arguments: []byte(invoiceReworded), Confirmed: asked.Match.Key})
 	want(t, confirmed, Execute, StageNew)
+	if !strings.Contains(strings.Join(confirmed.Notes, "\n"), "confirmed as another action than the earlier call "+asked.Match.Key) {
+		t.Errorf("notes %q do not record the confirmation", confirmed.Notes)
+	}
 	if _, err := e.ledger.Complete(context.Background(), "acme", confirmed.Key, confirmed.Token, json.RawMessage(`{"message_id":"m-2"}`)); err != nil {
 		t.Fatal(err)
 	}
