@@ -201,7 +201,7 @@ func TestGradedTraffic(t *testing.T) {
 	}
 	type setCase struct {
 		name string
-		set  func() *Set
+		set  func(t testing.TB) *Set
 		// floors: what the gate reaches
 		minRecall                  float64
 		maxCorrections, maxHardNeg float64
@@ -209,15 +209,15 @@ func TestGradedTraffic(t *testing.T) {
 	sets := []setCase{
 		// The floors reached (issue 18 asks ≥ 0.85 and ≤ 0.02 on SGD,
 		// ≥ 0.5 and no hard negative on BFCL).
-		{"sgd-train", func() *Set { return importSGDSplit(t, "train") }, 0.99, 0.005, 0.005},
-		{"sgd-dev", func() *Set { return importSGDSplit(t, "dev") }, 0.99, 0.005, 0.005},
-		{"bfcl", func() *Set { return readSet(t, "../testdata/traffic/bfcl") }, 0.68, 0, 0},
-		{"tau-retail", func() *Set { return readSet(t, "../testdata/traffic/tau-retail") }, 1, 0, 0},
-		{"tau-airline", func() *Set { return readSet(t, "../testdata/traffic/tau-airline") }, 1, 0, 0},
+		{"sgd-train", func(t testing.TB) *Set { return importSGDSplit(t, "train") }, 0.99, 0.005, 0.005},
+		{"sgd-dev", func(t testing.TB) *Set { return importSGDSplit(t, "dev") }, 0.99, 0.005, 0.005},
+		{"bfcl", func(t testing.TB) *Set { return readSet(t, "../testdata/traffic/bfcl") }, 0.68, 0, 0},
+		{"tau-retail", func(t testing.TB) *Set { return readSet(t, "../testdata/traffic/tau-retail") }, 1, 0, 0},
+		{"tau-airline", func(t testing.TB) *Set { return readSet(t, "../testdata/traffic/tau-airline") }, 1, 0, 0},
 	}
 	for _, sc := range sets {
 		t.Run(sc.name, func(t *testing.T) {
-			set := sc.set()
+			set := sc.set(t)
 			strict := canon.DefaultConfig()
 			strict.Typed.ReadingsOff = []string{"all"}
 			base := gradeTraffic(t, set, strict)

@@ -1,15 +1,13 @@
 package embed
 
 import (
+	"github.com/idem-dev/idem/internal/publicdata"
 	"os"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
 )
-
-var graphPath = filepath.Join("..", "..", "shared", "data", "use-lite", "graph.txt")
 
 var (
 	graphConst = regexp.MustCompile(`^CONST (\S+) \[([^\]]*)\]`)
@@ -23,6 +21,7 @@ var (
 // depth = n² × the layer's width, read from its qkv kernel.
 func graphMACs(t testing.TB, n int) int64 {
 	t.Helper()
+	graphPath := publicdata.Path(t, "use-lite", "graph.txt")
 	b, err := os.ReadFile(graphPath)
 	if err != nil {
 		t.Fatalf("graph (expected at %s): %v", graphPath, err)

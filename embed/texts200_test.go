@@ -4,6 +4,7 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"flag"
+	"github.com/idem-dev/idem/internal/publicdata"
 	"io"
 	"os"
 	"path/filepath"
@@ -124,7 +125,7 @@ var openFiles = map[string]bool{"images": true, "answers-forums": true, "answer-
 // stsbTexts appends the distinct sentences of 8-60 tokens of one STS-B file
 // (tab-separated: genre, file, year, id, score, sentence1, sentence2).
 func stsbTexts(t *testing.T, u *USE, name string, cands []benchText, seen map[string]bool) []benchText {
-	f, err := os.Open(filepath.Join("..", "..", "shared", "data", "upstream", "stsb", name))
+	f, err := os.Open(publicdata.Path(t, "upstream", "stsb", name))
 	if err != nil {
 		t.Fatal(err)
 	}

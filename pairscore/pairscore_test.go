@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/idem-dev/idem/internal/publicdata"
 	"os"
 	"strings"
 	"sync"
@@ -219,9 +220,9 @@ func TestConcurrent(t *testing.T) {
 // that does not matter for speed.
 func stsPairs(t testing.TB, n int) []pairscore.Pair {
 	t.Helper()
-	f, err := os.Open("../../shared/data/upstream/stsb/sts-dev.csv")
+	f, err := os.Open(publicdata.Path(t, "upstream", "stsb", "sts-dev.csv"))
 	if err != nil {
-		t.Fatalf("STS-B (CI lays ../shared beside the checkout): %v", err)
+		t.Fatal(err)
 	}
 	defer f.Close()
 	var out []pairscore.Pair

@@ -3,6 +3,7 @@ package pairtrain
 import (
 	"context"
 	"encoding/json"
+	"github.com/idem-dev/idem/internal/publicdata"
 	"math"
 	"os"
 	"path/filepath"
@@ -162,10 +163,7 @@ func TestOperatingPoints(t *testing.T) {
 // built) is among the pairs that fit or tune the weights, and Train and
 // Dev share no group.
 func TestSplitsApart(t *testing.T) {
-	up := filepath.Join("..", "..", "..", "shared", "data", "upstream")
-	if _, err := os.Stat(up); err != nil {
-		t.Fatalf("the public data (CI lays ../shared beside the checkout): %v", err)
-	}
+	up := publicdata.Path(t, "upstream")
 	v := newViewer()
 	exs, err := readAll(v, up)
 	if err != nil {
