@@ -445,19 +445,9 @@ func (f *Flat) Search(ctx context.Context, scope, tag string, query []float32, k
 	if err != nil {
 		return nil, fmt.Errorf("search query: %w", err)
 	}
-	s, err := f.lookup(scope, f.loader != nil)
+	s, err := f.current(ctx, scope)
 	if err != nil || s == nil {
 		return nil, err
-	}
-	if f.loader != nil {
-		if !s.loaded.Load() {
-			err = f.sync(ctx, s, true)
-		} else if f.cfg.RefreshOnSearch {
-			err = f.sync(ctx, s, false)
-		}
-		if err != nil {
-			return nil, err
-		}
 	}
 	s.mu.RLock()
 	t, ok := s.tagIDs[tag]
@@ -485,9 +475,23 @@ func (f *Flat) Has(ctx context.Context, scope, tag string) (bool, error) {
 	if scope == "" {
 		return false, fmt.Errorf("has: %w: empty scope", ErrInvalidArgument)
 	}
-	s, err := f.lookup(scope, f.loader != nil)
+	s, err := f.current(ctx, scope)
 	if err != nil || s == nil {
 		return false, err
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	_, ok := s.tagIDs[tag]
+	return ok, nil
+}
+
+// current returns scope as a search should see it: loaded through the
+// Loader if it is not in memory, and caught up when RefreshOnSearch is
+// set; nil for an unknown scope without a Loader.
+func (f *Flat) current(ctx context.Context, scope string) (*scope, error) {
+	s, err := f.lookup(scope, f.loader != nil)
+	if err != nil || s == nil {
+		return nil, err
 	}
 	if f.loader != nil {
 		if !s.loaded.Load() {
@@ -496,13 +500,10 @@ func (f *Flat) Has(ctx context.Context, scope, tag string) (bool, error) {
 			err = f.sync(ctx, s, false)
 		}
 		if err != nil {
-			return false, err
+			return nil, err
 		}
 	}
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	_, ok := s.tagIDs[tag]
-	return ok, nil
+	return s, nil
 }
 
 // Refresh brings scope up to date with the Loader: a full load if it is

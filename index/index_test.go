@@ -772,3 +772,26 @@ func TestConcurrentUse(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestHas: a scope is loaded through the Loader to answer whether it holds
+// a tag, as a search would be.
+func TestHas(t *testing.T) {
+	l := newFakeLedger()
+	l.append("s1", ent("a", "send", 1, 1, 0, 0, 0))
+	f, _ := newIndex(t, smallConfig(), l)
+	for _, tc := range []struct {
+		scope, tag string
+		want       bool
+	}{{"s1", "send", true}, {"s1", "refund", false}, {"s2", "send", false}} {
+		got, err := f.Has(context.Background(), tc.scope, tc.tag)
+		if err != nil || got != tc.want {
+			t.Errorf("Has(%s, %s) = %v, %v; want %v", tc.scope, tc.tag, got, err, tc.want)
+		}
+	}
+	if err := f.Add("s2", ent("b", "refund", 1, 0, 1, 0, 0)); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := f.Has(context.Background(), "s2", "refund"); !got {
+		t.Error("Has after Add: false")
+	}
+}
