@@ -454,8 +454,7 @@ func (f *Funnel) scoreText(ctx context.Context, c *check, cd *candidate, cosines
 	}
 	earlier := f.earlierCall(c, &cd.got.Record)
 	if earlier == nil {
-		cd.score = cd.cosine * 0 // unreadable: it cannot be scored, nor replayed
-		return nil
+		return nil // unreadable: it cannot be scored (score 0), nor replayed
 	}
 	s := f.scorer.Score(pairscore.Pair{A: earlier.TextView(), B: c.call.TextView(), Cosines: cosines})
 	cd.score, cd.prob, cd.differs = s.Prob, s.Prob, s.Differs
