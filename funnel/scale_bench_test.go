@@ -10,9 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idem-dev/idem/canon"
 	"github.com/idem-dev/idem/embed"
 	"github.com/idem-dev/idem/index"
 	"github.com/idem-dev/idem/ledger"
+	"github.com/idem-dev/idem/pairscore"
 )
 
 // benchSession fills session s1 with n completed calls, through the
@@ -242,4 +244,47 @@ func BenchmarkTenantScope(b *testing.B) {
 	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
 	st := e.f.scopes.(*index.Flat).Stats()
 	b.ReportMetric(float64(st.Graphs), "graphs")
+}
+
+// BenchmarkScorerCost: what the pair scorer adds to a text check, the
+// rewording of a call (its text embedded ahead, so the check's own cost is
+// what remains), without and with the scorer in the same run.
+func BenchmarkScorerCost(b *testing.B) {
+	m, err := pairscore.Default()
+	if err != nil {
+		b.Fatal(err)
+	}
+	cn, err := canon.New(canon.DefaultConfig())
+	if err != nil {
+		b.Fatal(err)
+	}
+	var views []string
+	for _, a := range []string{invoice, invoiceReworded} {
+		c, err := cn.Canonicalize("send_email", []byte(a))
+		if err != nil {
+			b.Fatal(err)
+		}
+		views = append(views, c.TextView())
+	}
+	for _, tc := range []struct {
+		name   string
+		scorer Scorer
+	}{{"cosine", nil}, {"scorer", m}} {
+		b.Run(tc.name, func(b *testing.B) {
+			e := newEnv(b, options{embedder: newMemoEncoder(b, views...), scorer: tc.scorer})
+			e.run(b, Request{Step: "1", Tool: "send_email", Arguments: []byte(invoice)}, `{"ok":true}`)
+			if err := e.f.Settle(context.Background()); err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				i++
+				res := e.check(b, Request{Step: fmt.Sprint("r", i), Tool: "send_email", Arguments: []byte(invoiceReworded)})
+				if res.Decision != Confirm {
+					b.Fatalf("%s (%s)", res.Decision, res.Reason)
+				}
+			}
+		})
+	}
 }
