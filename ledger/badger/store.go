@@ -11,7 +11,10 @@
 // Seq comes from a per-(tenant, session) counter taken under a striped
 // mutex held from reading the counter to commit; a fenced write
 // (UpdateFenced) checks the counter under that mutex, so it is atomic with
-// the commit.
+// the commit. A commit does not wait for the disk under it: with
+// SyncWrites, an operation waits after it for a sync round that concurrent
+// operations share (group commit, durable.go), and a read waits only for
+// what it reads.
 //
 // Records expire through Badger's TTL at the first whole second after
 // their RetainUntil (Badger truncates expiry to seconds; rounding up means
@@ -44,10 +47,11 @@ import (
 type Config struct {
 	// Dir is the database directory; required.
 	Dir string
-	// SyncWrites makes every commit fsync before it returns. On by default:
-	// without it a machine crash (not a process crash) can lose the last
-	// acknowledged completions, and a lost SUCCESS means a duplicate side
-	// effect.
+	// SyncWrites makes every write durable before it returns, and every
+	// read return only durable records; concurrent writes share their
+	// fsyncs. On by default: without it a machine crash (not a process
+	// crash) can lose the last acknowledged completions, and a lost
+	// SUCCESS means a duplicate side effect.
 	SyncWrites bool
 	// GCInterval is how often the value log is garbage-collected.
 	GCInterval time.Duration
@@ -123,8 +127,13 @@ type Store struct {
 
 	watchers ledger.Watchers // by record key
 
-	cancel    context.CancelFunc
-	done      chan struct{} // closed when the GC goroutine has returned
+	// sync makes acknowledged operations durable (durable.go); nil when
+	// Config.SyncWrites is off.
+	sync      *groupSync
+	cancel    context.CancelFunc // stops value-log GC
+	done      chan struct{}      // closed when the GC goroutine has returned
+	stopSync  context.CancelFunc
+	syncDone  chan struct{} // closed when the sync goroutine has returned
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -157,8 +166,13 @@ func Open(cfg Config) (*Store, error) {
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
+	if err := restoreHeldValueLogs(cfg.Dir, log); err != nil {
+		return nil, fmt.Errorf("ledger/badger: open %s: %w", cfg.Dir, err)
+	}
 	opts := badger.DefaultOptions(cfg.Dir).
-		WithSyncWrites(cfg.SyncWrites).
+		// Never Badger's own syncing: with cfg.SyncWrites the store syncs
+		// in groups (durable.go).
+		WithSyncWrites(false).
 		WithMemTableSize(cfg.MemTableSize).
 		WithNumMemtables(cfg.NumMemtables).
 		WithBlockCacheSize(cfg.BlockCacheSize).
@@ -183,6 +197,19 @@ func Open(cfg Config) (*Store, error) {
 	for i := range s.seqStripes {
 		s.seqStripes[i].cache = make(map[string]seqCounter)
 	}
+	s.syncDone = make(chan struct{})
+	if cfg.SyncWrites {
+		s.sync = newGroupSync(db, cfg.Dir)
+		sctx, stop := context.WithCancel(context.Background())
+		s.stopSync = stop
+		go func() {
+			defer close(s.syncDone)
+			s.sync.run(sctx)
+		}()
+	} else {
+		s.stopSync = func() {}
+		close(s.syncDone)
+	}
 	go func() {
 		defer close(s.done)
 		s.gcLoop(ctx)
@@ -190,8 +217,10 @@ func Open(cfg Config) (*Store, error) {
 	return s, nil
 }
 
-// Close stops value-log GC, waits for it (or for ctx), and closes the
-// database. Calling it again returns the first call's result.
+// Close stops value-log GC, waits for it (or for ctx), stops the sync
+// rounds after a last one for the operations still waiting (later ones
+// fail), and closes the database. Calling it again returns the first
+// call's result.
 func (s *Store) Close(ctx context.Context) error {
 	s.closeOnce.Do(func() {
 		s.cancel()
@@ -199,6 +228,11 @@ func (s *Store) Close(ctx context.Context) error {
 		case <-s.done:
 		case <-ctx.Done():
 			// A GC pass is still running; Badger's Close waits for it.
+		}
+		s.stopSync()
+		select {
+		case <-s.syncDone:
+		case <-ctx.Done():
 		}
 		// Badger's Close flushes the memtable and retries that forever
 		// when the disk fails (full, or the directory gone): past ctx the
@@ -218,64 +252,44 @@ func (s *Store) Close(ctx context.Context) error {
 	return s.closeErr
 }
 
-func (s *Store) gcLoop(ctx context.Context) {
-	t := time.NewTicker(s.cfg.GCInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		rewrites := 0
-		for ctx.Err() == nil {
-			err := s.db.RunValueLogGC(s.cfg.GCDiscardRatio)
-			if err == nil {
-				rewrites++
-				continue
-			}
-			if !errors.Is(err, badger.ErrNoRewrite) && !errors.Is(err, badger.ErrRejected) {
-				s.log.Warn("ledger/badger: value log GC", "err", err)
-			}
-			break
-		}
-		if rewrites > 0 {
-			s.log.Debug("ledger/badger: value log GC", "rewritten_files", rewrites)
-		}
-	}
-}
-
 // Get implements ledger.Store.
 func (s *Store) Get(ctx context.Context, tenant, key string) (ledger.Record, error) {
 	if err := ctx.Err(); err != nil {
 		return ledger.Record{}, err
 	}
-	var r ledger.Record
+	var (
+		r       ledger.Record
+		version uint64
+	)
 	err := s.db.View(func(txn *badger.Txn) error {
-		rec, err := getRecord(txn, recordKey(tenant, key))
+		rec, v, err := getRecord(txn, recordKey(tenant, key))
 		if err != nil {
 			return err
 		}
 		if rec == nil {
 			return ledger.ErrNotFound
 		}
-		r = *rec
+		r, version = *rec, v
 		return nil
 	})
 	if err != nil {
 		return ledger.Record{}, translate(err)
 	}
+	if err := s.durable(version); err != nil {
+		return ledger.Record{}, err
+	}
 	return r, nil
 }
 
-// getRecord returns the record under rk, or nil if there is none.
-func getRecord(txn *badger.Txn, rk []byte) (*ledger.Record, error) {
+// getRecord returns the record under rk and the version (commit
+// timestamp) that wrote it, or nil if there is none.
+func getRecord(txn *badger.Txn, rk []byte) (*ledger.Record, uint64, error) {
 	item, err := txn.Get(rk)
 	if errors.Is(err, badger.ErrKeyNotFound) {
-		return nil, nil
+		return nil, 0, nil
 	}
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	var r ledger.Record
 	err = item.Value(func(v []byte) error {
@@ -284,9 +298,30 @@ func getRecord(txn *badger.Txn, rk []byte) (*ledger.Record, error) {
 		return err
 	})
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	return &r, nil
+	return &r, item.Version(), nil
+}
+
+// committed returns once this operation's commits are durable (see
+// durable.go); valueLog says one of them wrote to the value log.
+func (s *Store) committed(valueLog bool) error {
+	if s.sync == nil {
+		return nil
+	}
+	if valueLog {
+		s.sync.valueLogWrites.Add(1)
+	}
+	return s.sync.wait()
+}
+
+// durable returns once version v, which this operation read, is durable:
+// at once for a record that was already (v 0: nothing was read).
+func (s *Store) durable(v uint64) error {
+	if s.sync == nil || v == 0 {
+		return nil
+	}
+	return s.sync.covered(v)
 }
 
 // Update implements ledger.Store.
@@ -316,7 +351,7 @@ func (s *Store) updateFenced(ctx context.Context, tenant, key string, f fence, f
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		wrote, err := s.update(tenant, key, rk, f, fn)
+		out, err := s.update(tenant, key, rk, f, fn)
 		if errors.Is(err, badger.ErrConflict) {
 			if round < maxRounds {
 				continue
@@ -324,7 +359,11 @@ func (s *Store) updateFenced(ctx context.Context, tenant, key string, f fence, f
 			return fmt.Errorf("ledger/badger: update after %d rounds: %w", round, ledger.ErrConflict)
 		}
 		if d, ok := errors.AsType[decided](err); ok {
-			return d.err // fn's answer, unchanged
+			// fn's answer, unchanged, once the record it read is durable.
+			if err := s.durable(out.read); err != nil {
+				return err
+			}
+			return d.err
 		}
 		if m, ok := errors.AsType[*ledger.SessionMovedError](err); ok {
 			return m
@@ -332,21 +371,32 @@ func (s *Store) updateFenced(ctx context.Context, tenant, key string, f fence, f
 		if err != nil {
 			return translate(err)
 		}
-		if wrote {
-			s.notify(rk)
+		if !out.wrote {
+			return s.durable(out.read)
 		}
-		return nil
+		s.notify(rk) // waiters re-read, and wait for the record's durability
+		return s.committed(out.valueLog)
 	}
 }
 
-// update runs one transaction of Update.
-func (s *Store) update(tenant, key string, rk []byte, f fence, fn func(cur *ledger.Record) (*ledger.Record, error)) (wrote bool, err error) {
+// updated is what one transaction of Update did: the version of the
+// record it read (0: none), whether it wrote, and whether the record it
+// wrote went to the value log.
+type updated struct {
+	read            uint64
+	wrote, valueLog bool
+}
+
+// update runs one transaction of Update. It commits without waiting for
+// the disk: the caller does, after the stripe lock is released.
+func (s *Store) update(tenant, key string, rk []byte, f fence, fn func(cur *ledger.Record) (*ledger.Record, error)) (out updated, err error) {
 	txn := s.db.NewTransaction(true)
 	defer txn.Discard()
-	cur, err := getRecord(txn, rk)
+	cur, version, err := getRecord(txn, rk)
 	if err != nil {
-		return false, err
+		return out, err
 	}
+	out.read = version
 	var arg *ledger.Record
 	if cur != nil {
 		c := *cur // fn may keep it; cur's slices are already our own copy
@@ -354,10 +404,10 @@ func (s *Store) update(tenant, key string, rk []byte, f fence, fn func(cur *ledg
 	}
 	next, err := fn(arg)
 	if err != nil {
-		return false, decided{err}
+		return out, decided{err}
 	}
 	if next == nil {
-		return false, nil
+		return out, nil
 	}
 	next.Tenant, next.Key = tenant, key
 	expires := expiresAt(next.RetainUntil)
@@ -373,10 +423,10 @@ func (s *Store) update(tenant, key string, rk []byte, f fence, fn func(cur *ledg
 		defer stripe.mu.Unlock() // held through Commit: Seq order is commit order
 		counter, err = s.loadCounter(stripe, ck)
 		if err != nil {
-			return false, err
+			return out, err
 		}
 		if f.on && counter.last != f.seen {
-			return false, &ledger.SessionMovedError{Seen: f.seen, Last: counter.last}
+			return out, &ledger.SessionMovedError{Seen: f.seen, Last: counter.last}
 		}
 		switch {
 		case counter.last == 0:
@@ -391,41 +441,48 @@ func (s *Store) update(tenant, key string, rk []byte, f fence, fn func(cur *ledg
 		// Written blind (not read in txn), so it never makes txn conflict.
 		e := &badger.Entry{Key: ck, Value: binary.BigEndian.AppendUint64(nil, counter.last), ExpiresAt: counter.expires}
 		if err := txn.SetEntry(e); err != nil {
-			return false, err
+			return out, err
 		}
 	}
 	if cur != nil {
 		if cur.Session != "" && (cur.Session != next.Session || cur.Seq != next.Seq) {
 			if err := txn.Delete(sessionKey(tenant, cur.Session, cur.Seq)); err != nil {
-				return false, err
+				return out, err
 			}
 		}
 		if cur.Workflow != "" && cur.Workflow != next.Workflow {
 			if err := txn.Delete(workflowKey(tenant, cur.Workflow, key)); err != nil {
-				return false, err
+				return out, err
 			}
 		}
 	}
-	if err := txn.SetEntry(&badger.Entry{Key: rk, Value: encodeRecord(nil, next), ExpiresAt: expires}); err != nil {
-		return false, err
+	value := encodeRecord(nil, next)
+	out.valueLog = int64(len(value)) >= s.cfg.ValueThreshold
+	if err := txn.SetEntry(&badger.Entry{Key: rk, Value: value, ExpiresAt: expires}); err != nil {
+		return out, err
 	}
-	if next.Session != "" {
+	// An index entry lives at least as long as its record. One that stays
+	// (same session and Seq, same workflow) is rewritten only when the
+	// record now outlives it: a completion, a renewal or an embedding
+	// writes the record alone.
+	outlives := cur == nil || !lasts(expiresAt(cur.RetainUntil), expires)
+	if next.Session != "" && (outlives || cur.Session != next.Session || cur.Seq != next.Seq) {
 		e := &badger.Entry{Key: sessionKey(tenant, next.Session, next.Seq), Value: []byte(key), ExpiresAt: expires}
 		if err := txn.SetEntry(e); err != nil {
-			return false, err
+			return out, err
 		}
 	}
-	if next.Workflow != "" {
+	if next.Workflow != "" && (outlives || cur.Workflow != next.Workflow) {
 		e := &badger.Entry{Key: workflowKey(tenant, next.Workflow, key), Value: nil, ExpiresAt: expires}
 		if err := txn.SetEntry(e); err != nil {
-			return false, err
+			return out, err
 		}
 	}
 	if err := txn.Commit(); err != nil {
 		if stripe != nil {
 			delete(stripe.cache, string(ck)) // reload: the outcome may be unknown
 		}
-		return false, err
+		return out, err
 	}
 	if stripe != nil {
 		if len(stripe.cache) >= maxCachedCounters {
@@ -433,7 +490,8 @@ func (s *Store) update(tenant, key string, rk []byte, f fence, fn func(cur *ledg
 		}
 		stripe.cache[string(ck)] = counter
 	}
-	return true, nil
+	out.wrote = true
+	return out, nil
 }
 
 // decided carries an error returned by Update's fn, so it is passed back
@@ -480,6 +538,10 @@ func (s *Store) stripe(tenant, session string) *seqStripe {
 	return &s.seqStripes[h.Sum64()%uint64(len(s.seqStripes))]
 }
 
+// lasts reports whether an entry expiring at old (Badger's expiry, 0 for
+// never) lives at least until new.
+func lasts(old, new uint64) bool { return old == 0 || (new != 0 && new <= old) }
+
 // expiresAt converts a retention deadline in ms to Badger's whole-second
 // expiry, rounding up so a record never vanishes before RetainUntil.
 func expiresAt(retainUntilMs int64) uint64 {
@@ -497,7 +559,7 @@ func (s *Store) Delete(ctx context.Context, tenant, key string) error {
 			return err
 		}
 		err := s.db.Update(func(txn *badger.Txn) error {
-			cur, err := getRecord(txn, rk)
+			cur, _, err := getRecord(txn, rk)
 			if errors.Is(err, ledger.ErrCorrupt) {
 				// Remove the raw entry; its index entries, unreadable, are
 				// skipped by the listings until they expire.
@@ -532,13 +594,16 @@ func (s *Store) Delete(ctx context.Context, tenant, key string) error {
 			return translate(err)
 		}
 		s.notify(rk)
-		return nil
+		return s.committed(false)
 	}
 }
 
 // ListSession implements ledger.Store.
 func (s *Store) ListSession(ctx context.Context, tenant, session string, after uint64, limit int) ([]ledger.Record, error) {
-	var out []ledger.Record
+	var (
+		out    []ledger.Record
+		newest uint64 // the highest version listed
+	)
 	err := s.db.View(func(txn *badger.Txn) error {
 		prefix := sessionPrefix(tenant, session)
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix, PrefetchValues: false})
@@ -553,7 +618,7 @@ func (s *Store) ListSession(ctx context.Context, tenant, session string, after u
 			if err != nil {
 				return err
 			}
-			rec, err := getRecord(txn, recordKey(tenant, string(key)))
+			rec, v, err := getRecord(txn, recordKey(tenant, string(key)))
 			if s.skipCorrupt(tenant, string(key), err) {
 				continue
 			}
@@ -564,6 +629,7 @@ func (s *Store) ListSession(ctx context.Context, tenant, session string, after u
 				continue // the record moved or expired before its index entry
 			}
 			out = append(out, *rec)
+			newest = max(newest, v)
 			if limit > 0 && len(out) == limit {
 				return nil
 			}
@@ -573,12 +639,18 @@ func (s *Store) ListSession(ctx context.Context, tenant, session string, after u
 	if err != nil {
 		return nil, translate(err)
 	}
+	if err := s.durable(newest); err != nil {
+		return nil, err
+	}
 	return out, nil
 }
 
 // ListWorkflow implements ledger.Store.
 func (s *Store) ListWorkflow(ctx context.Context, tenant, workflow string) ([]ledger.Record, error) {
-	var out []ledger.Record
+	var (
+		out    []ledger.Record
+		newest uint64 // the highest version listed
+	)
 	err := s.db.View(func(txn *badger.Txn) error {
 		prefix := workflowPrefix(tenant, workflow)
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix, PrefetchValues: false})
@@ -588,7 +660,7 @@ func (s *Store) ListWorkflow(ctx context.Context, tenant, workflow string) ([]le
 				return err
 			}
 			key := string(it.Item().Key()[len(prefix):])
-			rec, err := getRecord(txn, recordKey(tenant, key))
+			rec, v, err := getRecord(txn, recordKey(tenant, key))
 			if s.skipCorrupt(tenant, key, err) {
 				continue
 			}
@@ -599,11 +671,15 @@ func (s *Store) ListWorkflow(ctx context.Context, tenant, workflow string) ([]le
 				continue
 			}
 			out = append(out, *rec)
+			newest = max(newest, v)
 		}
 		return nil
 	})
 	if err != nil {
 		return nil, translate(err)
+	}
+	if err := s.durable(newest); err != nil {
+		return nil, err
 	}
 	slices.SortFunc(out, func(a, b ledger.Record) int {
 		return cmp.Or(cmp.Compare(a.CreatedAt, b.CreatedAt), strings.Compare(a.Key, b.Key))
