@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -292,6 +294,54 @@ func TestCloseAcknowledgesWaiters(t *testing.T) {
 	for _, k := range []string{"k0", "k1"} {
 		if _, err := s2.Get(t.Context(), "t", k); err != nil {
 			t.Errorf("%s after reopening: %v", k, err)
+		}
+	}
+}
+
+// TestSyncRoundPicksTheLogs: a round fsyncs the write-ahead log being
+// written every time; a log that stopped growing (a memtable rotated
+// since) once more, then never again; the newest value log only when a
+// value went to it; an older value log once.
+func TestSyncRoundPicksTheLogs(t *testing.T) {
+	s := openStore(t, t.TempDir(), false) // only for the read timestamp
+	dir := t.TempDir()
+	g := newGroupSync(s.db, dir)
+	var synced []string
+	g.syncFile = func(f *os.File) error {
+		synced = append(synced, filepath.Base(f.Name()))
+		return nil
+	}
+	create := func(name string) {
+		if err := os.WriteFile(filepath.Join(dir, name), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	remove := func(name string) {
+		if err := os.Remove(filepath.Join(dir, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, step := range []struct {
+		name   string
+		before func()
+		want   []string
+	}{
+		{"the log being written", func() { create("00001.mem"); create("000001.vlog"); create("MANIFEST") }, []string{"00001.mem"}},
+		{"again", func() {}, []string{"00001.mem"}},
+		{"a value went to the value log", func() { g.valueLogWrites.Add(1) }, []string{"00001.mem", "000001.vlog"}},
+		{"a memtable rotated: the old log once more", func() { create("00002.mem") }, []string{"00001.mem", "00002.mem"}},
+		{"the old log is settled", func() {}, []string{"00002.mem"}},
+		{"flushed and removed", func() { remove("00001.mem") }, []string{"00002.mem"}},
+		{"the value log rotated: the old one once, the new one when written", func() { create("000002.vlog") }, []string{"00002.mem", "000001.vlog"}},
+		{"a value went to the new one", func() { g.valueLogWrites.Add(1) }, []string{"00002.mem", "000002.vlog"}},
+	} {
+		step.before()
+		synced = nil
+		if _, err := g.round(); err != nil {
+			t.Fatalf("%s: %v", step.name, err)
+		}
+		if !slices.Equal(synced, step.want) {
+			t.Errorf("%s: the round fsynced %v, want %v", step.name, synced, step.want)
 		}
 	}
 }
