@@ -24,14 +24,13 @@ package badger
 // operations share one round: group commit. No lock of the store is held
 // while a round runs.
 //
-// The logs are Badger's files, found by name in its directory (Badger v4's
-// layout: NNNNN.mem is a memtable's write-ahead log, NNNNNN.vlog a value
-// log, the highest number the one being written): the newest write-ahead
-// log every round; the newest value log when a value went to it (a value
-// of at least Config.ValueThreshold); any other log once, after it stopped
-// growing (a memtable rotates every MemTableSize of writes, and Badger
-// does not fsync the old one when SyncWrites is off); and the directory
-// when a log appeared. A failed fsync fails every later operation: after
+// The logs are Badger's write-ahead logs, found by name in its directory
+// (Badger v4's layout: NNNNN.mem, one per memtable, the highest number the
+// one being written; no value goes to a value log, see pieces.go): the
+// newest every round; any other once, after it stopped growing (a
+// memtable rotates every MemTableSize of writes, and Badger does not fsync
+// the old log when SyncWrites is off, nor until its memtable is flushed
+// to a table); and the directory when a log appeared. A failed fsync fails every later operation: after
 // one, Linux may have dropped the pages it could not write, so a later
 // fsync that succeeds proves nothing (the store must be reopened, which
 // replays Badger's logs).
@@ -46,7 +45,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 
 	"github.com/dgraph-io/badger/v4"
 )
@@ -61,11 +59,6 @@ var errClosed = errors.New("ledger/badger: store closed")
 type groupSync struct {
 	db  *badger.DB
 	dir string
-
-	// valueLogWrites counts commits that wrote a value to the value log
-	// (and value-log GC passes that rewrote some): a writer adds one after
-	// its commit and before it waits, so the round it waits for sees it.
-	valueLogWrites atomic.Uint64
 
 	mu sync.Mutex // guards the fields below
 	// durable: every version up to it is on disk.
@@ -86,7 +79,6 @@ type groupSync struct {
 	// Used by the loop goroutine only.
 	files   map[string]*os.File // open logs, by name
 	settled map[string]bool     // logs that stopped growing and were fsynced since
-	synced  uint64              // valueLogWrites at the last value-log fsync
 }
 
 // round is one sync round; done is closed when it ended, with err set.
@@ -184,7 +176,6 @@ func (g *groupSync) run(ctx context.Context) {
 // round fsyncs what the commits returned so far wrote, and returns the
 // read timestamp up to which they are now durable.
 func (g *groupSync) round() (uint64, error) {
-	vlogWrites := g.valueLogWrites.Load()
 	txn := g.db.NewTransaction(false)
 	ts := txn.ReadTs() // waits for the commits in Badger's pipeline, which fsyncs nothing
 	txn.Discard()
@@ -193,49 +184,43 @@ func (g *groupSync) round() (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	var mems, vlogs []logName
+	var logs []logName
 	for _, e := range entries {
 		if l, ok := parseLogName(e.Name()); ok {
-			if l.vlog {
-				vlogs = append(vlogs, l)
-			} else {
-				mems = append(mems, l)
-			}
+			logs = append(logs, l)
 		}
 	}
-	if len(mems) == 0 {
+	if len(logs) == 0 {
 		// Not Badger v4's layout: fall back on Badger's own sync of the
-		// logs it writes now.
+		// log it writes now.
 		return ts, g.db.Sync()
 	}
+	slices.SortFunc(logs, func(a, b logName) int { return a.fid - b.fid })
 	listed := map[string]bool{}
 	appeared := false
-	for _, logs := range [][]logName{mems, vlogs} {
-		slices.SortFunc(logs, func(a, b logName) int { return a.fid - b.fid })
-		for i, l := range logs {
-			listed[l.name] = true
-			newest := i == len(logs)-1
-			if g.settled[l.name] || (newest && l.vlog && vlogWrites == g.synced) {
-				continue
+	for i, l := range logs {
+		listed[l.name] = true
+		newest := i == len(logs)-1
+		if g.settled[l.name] {
+			continue
+		}
+		f, ok := g.files[l.name]
+		if !ok {
+			f, err = os.Open(filepath.Join(g.dir, l.name))
+			if errors.Is(err, os.ErrNotExist) {
+				continue // flushed to a table (which Badger syncs) since the listing
 			}
-			f, ok := g.files[l.name]
-			if !ok {
-				f, err = os.Open(filepath.Join(g.dir, l.name))
-				if errors.Is(err, os.ErrNotExist) {
-					continue // flushed to a table (which Badger syncs) or collected, since the listing
-				}
-				if err != nil {
-					return 0, err
-				}
-				g.files[l.name] = f
-				appeared = true
+			if err != nil {
+				return 0, err
 			}
-			if err := g.syncFile(f); err != nil {
-				return 0, fmt.Errorf("%s: %w", l.name, err)
-			}
-			if !newest {
-				g.settled[l.name] = true
-			}
+			g.files[l.name] = f
+			appeared = true
+		}
+		if err := g.syncFile(f); err != nil {
+			return 0, fmt.Errorf("%s: %w", l.name, err)
+		}
+		if !newest {
+			g.settled[l.name] = true
 		}
 	}
 	if appeared {
@@ -243,8 +228,7 @@ func (g *groupSync) round() (uint64, error) {
 			return 0, err
 		}
 	}
-	g.synced = vlogWrites
-	for name, f := range g.files { // gone: flushed or collected
+	for name, f := range g.files { // gone: flushed
 		if !listed[name] {
 			f.Close()
 			delete(g.files, name)
@@ -258,26 +242,22 @@ func (g *groupSync) round() (uint64, error) {
 	return ts, nil
 }
 
-// logName is one of Badger's log files.
+// logName is one of Badger's write-ahead logs.
 type logName struct {
 	name string
 	fid  int
-	vlog bool
 }
 
 func parseLogName(name string) (logName, bool) {
-	base, vlog := strings.CutSuffix(name, ".vlog")
-	if !vlog {
-		var ok bool
-		if base, ok = strings.CutSuffix(name, ".mem"); !ok {
-			return logName{}, false
-		}
+	base, ok := strings.CutSuffix(name, ".mem")
+	if !ok {
+		return logName{}, false
 	}
 	fid, err := strconv.Atoi(base)
 	if err != nil || fid < 0 {
 		return logName{}, false
 	}
-	return logName{name: name, fid: fid, vlog: vlog}, true
+	return logName{name: name, fid: fid}, true
 }
 
 func syncDir(dir string) error {

@@ -64,7 +64,9 @@ type Config struct {
 	NumMemtables   int
 	BlockCacheSize int64
 	IndexCacheSize int64
-	// ValueThreshold: values larger than this go to the value log.
+	// ValueThreshold: a record whose encoding is at least this long is
+	// stored in pieces of less than this (pieces.go); at most 1 MiB and a
+	// tenth of MemTableSize.
 	ValueThreshold int64
 	// Logger receives Badger's own log lines and the store's; nil discards
 	// them.
@@ -102,8 +104,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("ledger/badger config: NumMemtables must be at least 1, got %d", c.NumMemtables)
 	case c.BlockCacheSize < 0 || c.IndexCacheSize < 0:
 		return errors.New("ledger/badger config: cache sizes must not be negative")
-	case c.ValueThreshold < 1 || c.ValueThreshold > 1<<20:
-		return fmt.Errorf("ledger/badger config: ValueThreshold must be in [1, 1 MiB], got %d", c.ValueThreshold)
+	case c.ValueThreshold < 1<<10 || c.ValueThreshold > 1<<20:
+		return fmt.Errorf("ledger/badger config: ValueThreshold must be in [1 KiB, 1 MiB], got %d", c.ValueThreshold)
+	case c.ValueThreshold > c.MemTableSize/10:
+		return fmt.Errorf("ledger/badger config: ValueThreshold (%d) must be at most a tenth of MemTableSize (%d)", c.ValueThreshold, c.MemTableSize)
 	}
 	return nil
 }
@@ -166,9 +170,6 @@ func Open(cfg Config) (*Store, error) {
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	if err := restoreHeldValueLogs(cfg.Dir, log); err != nil {
-		return nil, fmt.Errorf("ledger/badger: open %s: %w", cfg.Dir, err)
-	}
 	opts := badger.DefaultOptions(cfg.Dir).
 		// Never Badger's own syncing: with cfg.SyncWrites the store syncs
 		// in groups (durable.go).
@@ -177,7 +178,7 @@ func Open(cfg Config) (*Store, error) {
 		WithNumMemtables(cfg.NumMemtables).
 		WithBlockCacheSize(cfg.BlockCacheSize).
 		WithIndexCacheSize(cfg.IndexCacheSize).
-		WithValueThreshold(cfg.ValueThreshold).
+		WithValueThreshold(inlineThreshold(cfg.MemTableSize)).
 		WithNumVersionsToKeep(1).
 		// Records are mostly float32 embeddings, which do not compress;
 		// compressing them only costs compaction CPU.
@@ -212,7 +213,9 @@ func Open(cfg Config) (*Store, error) {
 	}
 	go func() {
 		defer close(s.done)
-		s.gcLoop(ctx)
+		if !cfg.SyncWrites { // see gcLoop
+			s.gcLoop(ctx)
+		}
 	}()
 	return s, nil
 }
@@ -262,14 +265,14 @@ func (s *Store) Get(ctx context.Context, tenant, key string) (ledger.Record, err
 		version uint64
 	)
 	err := s.db.View(func(txn *badger.Txn) error {
-		rec, v, err := getRecord(txn, recordKey(tenant, key))
+		rec, meta, err := getRecord(txn, tenant, key)
 		if err != nil {
 			return err
 		}
 		if rec == nil {
 			return ledger.ErrNotFound
 		}
-		r, version = *rec, v
+		r, version = *rec, meta.version
 		return nil
 	})
 	if err != nil {
@@ -281,36 +284,51 @@ func (s *Store) Get(ctx context.Context, tenant, key string) (ledger.Record, err
 	return r, nil
 }
 
-// getRecord returns the record under rk and the version (commit
-// timestamp) that wrote it, or nil if there is none.
-func getRecord(txn *badger.Txn, rk []byte) (*ledger.Record, uint64, error) {
-	item, err := txn.Get(rk)
+// stored is what getRecord learns of a record besides the record: the
+// version (commit timestamp) that wrote it, and its stub when it is
+// stored in pieces.
+type stored struct {
+	version uint64
+	stub    *stub
+}
+
+// getRecord returns the record of (tenant, key), or nil if there is none.
+// A record stored in pieces is reassembled; when that fails, the stub
+// comes back with the error.
+func getRecord(txn *badger.Txn, tenant, key string) (*ledger.Record, stored, error) {
+	item, err := txn.Get(recordKey(tenant, key))
 	if errors.Is(err, badger.ErrKeyNotFound) {
-		return nil, 0, nil
+		return nil, stored{}, nil
 	}
 	if err != nil {
-		return nil, 0, err
+		return nil, stored{}, err
 	}
+	meta := stored{version: item.Version()}
 	var r ledger.Record
 	err = item.Value(func(v []byte) error {
+		if isStub(v) {
+			st, err := decodeStub(v)
+			meta.stub = &st
+			return err
+		}
 		var err error
 		r, err = decodeRecord(v)
 		return err
 	})
-	if err != nil {
-		return nil, 0, err
+	if err == nil && meta.stub != nil {
+		r, err = readPieces(txn, tenant, key, *meta.stub)
 	}
-	return &r, item.Version(), nil
+	if err != nil {
+		return nil, meta, err
+	}
+	return &r, meta, nil
 }
 
 // committed returns once this operation's commits are durable (see
-// durable.go); valueLog says one of them wrote to the value log.
-func (s *Store) committed(valueLog bool) error {
+// durable.go).
+func (s *Store) committed() error {
 	if s.sync == nil {
 		return nil
-	}
-	if valueLog {
-		s.sync.valueLogWrites.Add(1)
 	}
 	return s.sync.wait()
 }
@@ -375,16 +393,15 @@ func (s *Store) updateFenced(ctx context.Context, tenant, key string, f fence, f
 			return s.durable(out.read)
 		}
 		s.notify(rk) // waiters re-read, and wait for the record's durability
-		return s.committed(out.valueLog)
+		return s.committed()
 	}
 }
 
 // updated is what one transaction of Update did: the version of the
-// record it read (0: none), whether it wrote, and whether the record it
-// wrote went to the value log.
+// record it read (0: none), and whether it wrote.
 type updated struct {
-	read            uint64
-	wrote, valueLog bool
+	read  uint64
+	wrote bool
 }
 
 // update runs one transaction of Update. It commits without waiting for
@@ -392,11 +409,11 @@ type updated struct {
 func (s *Store) update(tenant, key string, rk []byte, f fence, fn func(cur *ledger.Record) (*ledger.Record, error)) (out updated, err error) {
 	txn := s.db.NewTransaction(true)
 	defer txn.Discard()
-	cur, version, err := getRecord(txn, rk)
+	cur, meta, err := getRecord(txn, tenant, key)
 	if err != nil {
 		return out, err
 	}
-	out.read = version
+	out.read = meta.version
 	var arg *ledger.Record
 	if cur != nil {
 		c := *cur // fn may keep it; cur's slices are already our own copy
@@ -411,6 +428,29 @@ func (s *Store) update(tenant, key string, rk []byte, f fence, fn func(cur *ledg
 	}
 	next.Tenant, next.Key = tenant, key
 	expires := expiresAt(next.RetainUntil)
+
+	// A large record goes in pieces, durable before the stub naming them
+	// is committed (pieces.go); this holds no lock of the store.
+	var pieces *stub
+	if int64(encodedBound(next)) >= s.cfg.ValueThreshold {
+		if value := encodeRecord(nil, next); int64(len(value)) >= s.cfg.ValueThreshold {
+			st, parts := splitRecord(value, int(s.cfg.ValueThreshold)-1)
+			if err := s.writePieces(tenant, key, st, parts, expires); err != nil {
+				return out, err
+			}
+			defer func() {
+				if !out.wrote {
+					if err := s.deletePieces(nil, tenant, key, st); err != nil {
+						s.log.Warn("ledger/badger: deleting the pieces of a write that did not happen", "tenant", tenant, "key", key, "err", err)
+					}
+				}
+			}()
+			if err := s.committed(); err != nil {
+				return out, err
+			}
+			pieces = &st
+		}
+	}
 
 	var (
 		stripe  *seqStripe
@@ -444,6 +484,11 @@ func (s *Store) update(tenant, key string, rk []byte, f fence, fn func(cur *ledg
 			return out, err
 		}
 	}
+	if meta.stub != nil { // the current version's pieces go with it
+		if err := s.deletePieces(txn, tenant, key, *meta.stub); err != nil {
+			return out, err
+		}
+	}
 	if cur != nil {
 		if cur.Session != "" && (cur.Session != next.Session || cur.Seq != next.Seq) {
 			if err := txn.Delete(sessionKey(tenant, cur.Session, cur.Seq)); err != nil {
@@ -456,8 +501,13 @@ func (s *Store) update(tenant, key string, rk []byte, f fence, fn func(cur *ledg
 			}
 		}
 	}
-	value := encodeRecord(nil, next)
-	out.valueLog = int64(len(value)) >= s.cfg.ValueThreshold
+	var value []byte
+	if pieces != nil {
+		pieces.seq = next.Seq // taken after the pieces were written
+		value = encodeStub(*pieces)
+	} else {
+		value = encodeRecord(nil, next)
+	}
 	if err := txn.SetEntry(&badger.Entry{Key: rk, Value: value, ExpiresAt: expires}); err != nil {
 		return out, err
 	}
@@ -559,7 +609,12 @@ func (s *Store) Delete(ctx context.Context, tenant, key string) error {
 			return err
 		}
 		err := s.db.Update(func(txn *badger.Txn) error {
-			cur, _, err := getRecord(txn, rk)
+			cur, meta, err := getRecord(txn, tenant, key)
+			if meta.stub != nil {
+				if err := s.deletePieces(txn, tenant, key, *meta.stub); err != nil {
+					return err
+				}
+			}
 			if errors.Is(err, ledger.ErrCorrupt) {
 				// Remove the raw entry; its index entries, unreadable, are
 				// skipped by the listings until they expire.
@@ -594,7 +649,7 @@ func (s *Store) Delete(ctx context.Context, tenant, key string) error {
 			return translate(err)
 		}
 		s.notify(rk)
-		return s.committed(false)
+		return s.committed()
 	}
 }
 
@@ -618,7 +673,7 @@ func (s *Store) ListSession(ctx context.Context, tenant, session string, after u
 			if err != nil {
 				return err
 			}
-			rec, v, err := getRecord(txn, recordKey(tenant, string(key)))
+			rec, meta, err := getRecord(txn, tenant, string(key))
 			if s.skipCorrupt(tenant, string(key), err) {
 				continue
 			}
@@ -629,7 +684,7 @@ func (s *Store) ListSession(ctx context.Context, tenant, session string, after u
 				continue // the record moved or expired before its index entry
 			}
 			out = append(out, *rec)
-			newest = max(newest, v)
+			newest = max(newest, meta.version)
 			if limit > 0 && len(out) == limit {
 				return nil
 			}
@@ -660,7 +715,7 @@ func (s *Store) ListWorkflow(ctx context.Context, tenant, workflow string) ([]le
 				return err
 			}
 			key := string(it.Item().Key()[len(prefix):])
-			rec, v, err := getRecord(txn, recordKey(tenant, key))
+			rec, meta, err := getRecord(txn, tenant, key)
 			if s.skipCorrupt(tenant, key, err) {
 				continue
 			}
@@ -671,7 +726,7 @@ func (s *Store) ListWorkflow(ctx context.Context, tenant, workflow string) ([]le
 				continue
 			}
 			out = append(out, *rec)
-			newest = max(newest, v)
+			newest = max(newest, meta.version)
 		}
 		return nil
 	})

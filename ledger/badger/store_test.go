@@ -335,8 +335,8 @@ func TestCloseStopsGC(t *testing.T) {
 	}
 }
 
-// TestLargeResult: a result at the default 1 MiB bound is stored (in the
-// value log) and replayed byte for byte, also after a reopen; one byte more
+// TestLargeResult: a result at the default 1 MiB bound is stored (in
+// pieces) and replayed byte for byte, also after a reopen; one byte more
 // is refused with ErrTooLarge.
 func TestLargeResult(t *testing.T) {
 	dir := t.TempDir()
