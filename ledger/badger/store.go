@@ -659,7 +659,45 @@ func (s *Store) ListSession(ctx context.Context, tenant, session string, after u
 		out    []ledger.Record
 		newest uint64 // the highest version listed
 	)
+	// add appends the record an index entry of Seq seq names, unless it
+	// moved or expired before its index entry; it reports whether the
+	// listing is full.
+	add := func(txn *badger.Txn, seq uint64, key string) (bool, error) {
+		rec, meta, err := getRecord(txn, tenant, key)
+		if s.skipCorrupt(tenant, key, err) {
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		if rec == nil || rec.Session != session || rec.Seq != seq {
+			return false, nil
+		}
+		out = append(out, *rec)
+		newest = max(newest, meta.version)
+		return limit > 0 && len(out) == limit, nil
+	}
+	last, cached := s.cachedLast(tenant, session) // read before the snapshot, see tailReads
 	err := s.db.View(func(txn *badger.Txn) error {
+		if cached && last-min(last, after) <= tailReads {
+			for seq := after + 1; seq <= last; seq++ {
+				item, err := txn.Get(sessionKey(tenant, session, seq))
+				if errors.Is(err, badger.ErrKeyNotFound) {
+					continue
+				}
+				if err != nil {
+					return err
+				}
+				key, err := item.ValueCopy(nil)
+				if err != nil {
+					return err
+				}
+				if full, err := add(txn, seq, string(key)); full || err != nil {
+					return err
+				}
+			}
+			return nil
+		}
 		prefix := sessionPrefix(tenant, session)
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix, PrefetchValues: false})
 		defer it.Close()
@@ -667,26 +705,13 @@ func (s *Store) ListSession(ctx context.Context, tenant, session string, after u
 			if err := ctx.Err(); err != nil {
 				return err
 			}
-			k := it.Item().Key()
-			seq := binary.BigEndian.Uint64(k[len(prefix):])
+			seq := binary.BigEndian.Uint64(it.Item().Key()[len(prefix):])
 			key, err := it.Item().ValueCopy(nil)
 			if err != nil {
 				return err
 			}
-			rec, meta, err := getRecord(txn, tenant, string(key))
-			if s.skipCorrupt(tenant, string(key), err) {
-				continue
-			}
-			if err != nil {
+			if full, err := add(txn, seq, string(key)); full || err != nil {
 				return err
-			}
-			if rec == nil || rec.Session != session || rec.Seq != seq {
-				continue // the record moved or expired before its index entry
-			}
-			out = append(out, *rec)
-			newest = max(newest, meta.version)
-			if limit > 0 && len(out) == limit {
-				return nil
 			}
 		}
 		return nil
@@ -698,6 +723,30 @@ func (s *Store) ListSession(ctx context.Context, tenant, session string, after u
 		return nil, err
 	}
 	return out, nil
+}
+
+// tailReads: a listing of at most this many numbers past the last one a
+// caller saw (a check bringing its view up to date) reads them one by
+// one, which the tables' bloom filters make cheap, instead of seeking an
+// iterator through every table. It needs the session's last number from
+// the stripe's cache, which is authoritative (only this store takes
+// numbers) and is read before the listing's snapshot: every number up to
+// it was committed by then, so the listing sees every record up to it, as
+// one taken at that instant would; a number taken after may or may not be
+// listed, as with the iterator.
+const tailReads = 16
+
+// cachedLast returns the last number taken in (tenant, session) if its
+// stripe's cache holds it and no write of the stripe holds the lock (a
+// listing does not wait for one: it iterates instead).
+func (s *Store) cachedLast(tenant, session string) (uint64, bool) {
+	stripe := s.stripe(tenant, session)
+	if !stripe.mu.TryLock() {
+		return 0, false
+	}
+	defer stripe.mu.Unlock()
+	c, ok := stripe.cache[string(counterKey(tenant, session))]
+	return c.last, ok
 }
 
 // ListWorkflow implements ledger.Store.
