@@ -115,7 +115,7 @@ func Compare(ctx context.Context, cfg CompareConfig) (*Report, error) {
 					return nil, fmt.Errorf("%s, new calls, %d clients, round %d: %w", t.Name, n, round+1, err)
 				}
 				rep.NewCalls[t.Name][n] = append(rep.NewCalls[t.Name][n], r)
-				fmt.Fprintf(progress, "round %d %s new calls, %d clients: %.0f pairs/s, p50 %v p99 %v\n", round+1, t.Name, n, r.PerSec, r.P50, r.P99)
+				fmt.Fprintf(progress, "round %d %s new calls, %d clients: %.0f pairs/s, p50 %v p99 %v, %d uncompared\n", round+1, t.Name, n, r.PerSec, r.P50, r.P99, r.Uncompared)
 			}
 		}
 		if cfg.KeyHitClients == 0 {
@@ -142,8 +142,8 @@ func Compare(ctx context.Context, cfg CompareConfig) (*Report, error) {
 			rep.KeyHits[t.Name]["alone"] = append(rep.KeyHits[t.Name]["alone"], alone)
 			rep.KeyHits[t.Name]["writes"] = append(rep.KeyHits[t.Name]["writes"], beside)
 			rep.Writes[t.Name] = append(rep.Writes[t.Name], writes)
-			fmt.Fprintf(progress, "round %d %s key hits: %.0f/s alone, %.0f/s beside %.0f pairs/s of writes (p50 %v / %v)\n",
-				round+1, t.Name, alone.PerSec, beside.PerSec, writes.PerSec, alone.P50, beside.P50)
+			fmt.Fprintf(progress, "round %d %s key hits: %.0f/s alone, %.0f/s beside %.0f pairs/s of writes (p50 %v / %v), %d writes uncompared\n",
+				round+1, t.Name, alone.PerSec, beside.PerSec, writes.PerSec, alone.P50, beside.P50, writes.Uncompared)
 		}
 	}
 	return rep, nil
@@ -200,6 +200,24 @@ func (rep *Report) Markdown(w io.Writer) {
 			fmt.Fprintf(&b, " %.2f |", base/statOf(rep.NewCalls[t.Name][n], perSec).med)
 		}
 		b.WriteString("\n")
+	}
+	var notes []string
+	for _, t := range cfg.Targets {
+		total := 0
+		for _, rs := range rep.NewCalls[t.Name] {
+			for _, r := range rs {
+				total += r.Uncompared
+			}
+		}
+		for _, r := range rep.Writes[t.Name] {
+			total += r.Uncompared
+		}
+		if total > 0 {
+			notes = append(notes, fmt.Sprintf("%s: %d new calls answered confirm, not compared (session still loading)", t.Name, total))
+		}
+	}
+	if len(notes) > 0 {
+		b.WriteString("\n" + strings.Join(notes, "; ") + "\n")
 	}
 	if cfg.KeyHitClients > 0 {
 		fmt.Fprintf(&b, "\nKey hits, %d clients: alone, and beside %d clients of new calls paced at %.0f pairs/s (checks/s; p50 ms)\n\n", cfg.KeyHitClients, cfg.WriteClients, cfg.WriteRate)

@@ -92,15 +92,19 @@ func (c Config) Validate() error {
 }
 
 // Result is what one Run measured. Ops are pairs (NewCalls) or checks
-// (KeyHits) that finished inside the measured window.
+// (KeyHits) that finished inside the measured window. Uncompared counts
+// the new calls answered confirm because the server could not compare
+// them with their session's earlier calls (its view of the session was
+// still loading: a new session under load); they are not pairs.
 type Result struct {
-	Workload Workload      `json:"workload"`
-	Clients  int           `json:"clients"`
-	Ops      int           `json:"ops"`
-	Elapsed  time.Duration `json:"elapsed_ns"`
-	PerSec   float64       `json:"per_sec"`
-	P50      time.Duration `json:"p50_ns"`
-	P99      time.Duration `json:"p99_ns"`
+	Workload   Workload      `json:"workload"`
+	Clients    int           `json:"clients"`
+	Ops        int           `json:"ops"`
+	Uncompared int           `json:"uncompared,omitempty"`
+	Elapsed    time.Duration `json:"elapsed_ns"`
+	PerSec     float64       `json:"per_sec"`
+	P50        time.Duration `json:"p50_ns"`
+	P99        time.Duration `json:"p99_ns"`
 }
 
 // Run runs cfg's load until its window ends (or ctx does) and returns what
@@ -146,14 +150,18 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		interval = time.Duration(float64(cfg.Clients) / cfg.Rate * float64(time.Second))
 	}
 	var (
-		wg       sync.WaitGroup
-		mu       sync.Mutex // guards lat and firstErr
-		lat      []time.Duration
-		firstErr error
+		wg         sync.WaitGroup
+		mu         sync.Mutex // guards lat, uncompared and firstErr
+		lat        []time.Duration
+		uncompared int
+		firstErr   error
 	)
 	for i, a := range agents {
 		wg.Go(func() {
-			var local []time.Duration
+			var (
+				local   []time.Duration
+				refused int
+			)
 			next := start.Add(interval * time.Duration(i) / time.Duration(cfg.Clients)) // spread the paced clients
 			for ctx.Err() == nil {
 				if interval > 0 {
@@ -177,6 +185,12 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 					err = a.keyHit(ctx)
 				}
 				t1 := time.Now()
+				if errors.Is(err, errUncompared) {
+					if !t0.Before(from) && !t1.After(until) {
+						refused++
+					}
+					continue
+				}
 				if err != nil {
 					if ctx.Err() == nil {
 						mu.Lock()
@@ -194,6 +208,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 			}
 			mu.Lock()
 			lat = append(lat, local...)
+			uncompared += refused
 			mu.Unlock()
 		})
 	}
@@ -204,7 +219,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	if err := ctx.Err(); err != nil {
 		return Result{}, err
 	}
-	res := Result{Workload: cfg.Workload, Clients: cfg.Clients, Ops: len(lat), Elapsed: cfg.Duration}
+	res := Result{Workload: cfg.Workload, Clients: cfg.Clients, Ops: len(lat), Uncompared: uncompared, Elapsed: cfg.Duration}
 	res.PerSec = float64(res.Ops) / cfg.Duration.Seconds()
 	if len(lat) > 0 {
 		slices.Sort(lat)
@@ -260,11 +275,18 @@ func (a *agent) seed(ctx context.Context) error {
 	return nil
 }
 
+// errUncompared: a new call answered confirm because the server could
+// not compare it; the agent would ask, and the pair does not happen.
+var errUncompared = errors.New("load: the check could not compare the call")
+
 // execute checks the call of step, which must be new, and completes it.
 func (a *agent) execute(ctx context.Context, step int) error {
 	r, err := a.c.Check(ctx, a.call(step))
 	if err != nil {
 		return fmt.Errorf("check: %w", err)
+	}
+	if r.Decision == client.Confirm && r.NotCompared != nil {
+		return errUncompared
 	}
 	if r.Decision != client.Execute {
 		return fmt.Errorf("check of a new call: decision %q (%s), want execute", r.Decision, r.Reason)
