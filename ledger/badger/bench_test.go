@@ -63,6 +63,18 @@ func BenchmarkClaimComplete(b *testing.B) {
 	}
 }
 
+// BenchmarkClaimCompleteConcurrent: claim + complete by 1, 8 and 32
+// concurrent agents, each in its own session (pairs/s of all together).
+func BenchmarkClaimCompleteConcurrent(b *testing.B) {
+	for _, mode := range syncModes {
+		for _, clients := range []int{1, 8, 32} {
+			b.Run(fmt.Sprintf("%s/clients=%d", mode.name, clients), func(b *testing.B) {
+				ledgertest.BenchClaimCompleteConcurrent(b, newLedger(b, openStore(b, b.TempDir(), mode.on), nil), clients)
+			})
+		}
+	}
+}
+
 // BenchmarkClaimContended: two goroutines claim the same keys in the same
 // order, so every key is raced for; one wins, one loses. An iteration is
 // one claim; claims/s is the throughput of both together.

@@ -18,6 +18,7 @@ const (
 	kindSession = 's' // s | tenant | session | seq(8 BE) → key
 	kindWork    = 'w' // w | tenant | workflow | key      → empty
 	kindCounter = 'c' // c | tenant | session             → last seq (8 BE)
+	// kindPiece (pieces.go): the pieces of large records.
 )
 
 func appendLP(b []byte, s string) []byte {
@@ -60,11 +61,15 @@ const codecVersion = 1
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-func encodeRecord(dst []byte, r *ledger.Record) []byte {
-	size := 1 + 7*binary.MaxVarintLen64 + 16 + 4*len(r.Embedding) + 2 + 7*binary.MaxVarintLen64 + 4 +
+// encodedBound is at least the length of r's encoding.
+func encodedBound(r *ledger.Record) int {
+	return 1 + 7*binary.MaxVarintLen64 + 16 + 4*len(r.Embedding) + 2 + 7*binary.MaxVarintLen64 + 4 +
 		len(r.Tenant) + len(r.Key) + len(r.Session) + len(r.Workflow) + len(r.Step) + len(r.Tool) +
 		len(r.Canonical) + len(r.EmbeddingModel) + len(r.Result) + len(r.Error) + len(r.Token)
-	b := append(slices.Grow(dst, size), codecVersion)
+}
+
+func encodeRecord(dst []byte, r *ledger.Record) []byte {
+	b := append(slices.Grow(dst, encodedBound(r)), codecVersion)
 	for _, s := range []string{r.Tenant, r.Key, r.Session, r.Workflow, r.Step, r.Tool} {
 		b = appendLP(b, s)
 	}

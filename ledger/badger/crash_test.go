@@ -15,8 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dgraph-io/badger/v4"
-
 	"github.com/idem-dev/idem/ledger"
 )
 
@@ -167,58 +165,55 @@ func verifyAfterCrash(ctx context.Context, t *testing.T, dir string, run int) (c
 	later := func() time.Time { return time.Now().Add(2 * crashLease) }
 	l := newLedger(t, s, func(c *ledger.Config) { c.Now = later })
 
-	// Every stored record decodes.
-	err = s.db.View(func(txn *badger.Txn) error {
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{kindRecord}})
-		defer it.Close()
-		for it.Rewind(); it.Valid(); it.Next() {
-			if err := it.Item().Value(func(v []byte) error { _, err := decodeRecord(v); return err }); err != nil {
-				return fmt.Errorf("record %q: %w", it.Item().Key(), err)
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatalf("after kill %d: %v", run, err)
-	}
+	checkRecordsDecode(t, s, fmt.Sprint("after kill ", run))
 
 	for r := 0; r <= run; r++ {
 		acked := readAcks(t, filepath.Join(dir, fmt.Sprintf("ack-%02d", r)))
-		for _, a := range acked {
-			c, err := l.Get(ctx, "t", a.key)
-			if err != nil {
-				t.Fatalf("after kill %d: acknowledged %s %s: %v", run, a.kind, a.key, err)
-			}
-			switch a.kind {
-			case "C":
-				completed++
-				if c.Outcome != ledger.Duplicate || string(c.Record.Result) != string(crashResult(a.key, a.i)) {
-					t.Fatalf("after kill %d: acknowledged completion %s is %v with a %d-byte result", run, a.key, c.Outcome, len(c.Record.Result))
-				}
-			case "P":
-				pending++
-				if c.Outcome != ledger.Uncertain {
-					t.Fatalf("after kill %d: pending %s past its lease is %v, want uncertain", run, a.key, c.Outcome)
-				}
-			}
-		}
-		// The session lists every acknowledged record, in acknowledgement order.
-		recs, err := l.Session(ctx, "t", fmt.Sprint("s", r), 0, 0)
+		c, p := verifyAcks(ctx, t, l, acked, fmt.Sprint("s", r), fmt.Sprintf("after kill %d", run))
+		completed, pending = completed+c, pending+p
+	}
+	return completed, pending
+}
+
+// verifyAcks checks that every acknowledgement in acked holds: each
+// completion is there with its result, each pending claim is uncertain (l
+// looks from past its lease), and session lists every acknowledged record
+// in acknowledgement order. It returns how many of each it checked.
+func verifyAcks(ctx context.Context, t *testing.T, l *ledger.Ledger, acked []crashAck, session, when string) (completed, pending int) {
+	t.Helper()
+	for _, a := range acked {
+		c, err := l.Get(ctx, "t", a.key)
 		if err != nil {
-			t.Fatal(err)
+			t.Fatalf("%s: acknowledged %s %s: %v", when, a.kind, a.key, err)
 		}
-		pos := map[string]int{}
-		for i, rec := range recs {
-			pos[rec.Key] = i
-		}
-		last := -1
-		for _, a := range acked {
-			p, ok := pos[a.key]
-			if !ok || p <= last {
-				t.Fatalf("after kill %d: session s%d lists %s at %d (present %v), previous ack at %d", run, r, a.key, p, ok, last)
+		switch a.kind {
+		case "C":
+			completed++
+			if c.Outcome != ledger.Duplicate || string(c.Record.Result) != string(crashResult(a.key, a.i)) {
+				t.Fatalf("%s: acknowledged completion %s is %v with a %d-byte result", when, a.key, c.Outcome, len(c.Record.Result))
 			}
-			last = p
+		case "P":
+			pending++
+			if c.Outcome != ledger.Uncertain {
+				t.Fatalf("%s: pending %s past its lease is %v, want uncertain", when, a.key, c.Outcome)
+			}
 		}
+	}
+	recs, err := l.Session(ctx, "t", session, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pos := map[string]int{}
+	for i, rec := range recs {
+		pos[rec.Key] = i
+	}
+	last := -1
+	for _, a := range acked {
+		p, ok := pos[a.key]
+		if !ok || p <= last {
+			t.Fatalf("%s: session %s lists %s at %d (present %v), previous ack at %d", when, session, a.key, p, ok, last)
+		}
+		last = p
 	}
 	return completed, pending
 }

@@ -11,7 +11,10 @@
 // Seq comes from a per-(tenant, session) counter taken under a striped
 // mutex held from reading the counter to commit; a fenced write
 // (UpdateFenced) checks the counter under that mutex, so it is atomic with
-// the commit.
+// the commit. A commit does not wait for the disk under it: with
+// SyncWrites, an operation waits after it for a sync round that concurrent
+// operations share (group commit, durable.go), and a read waits only for
+// what it reads.
 //
 // Records expire through Badger's TTL at the first whole second after
 // their RetainUntil (Badger truncates expiry to seconds; rounding up means
@@ -44,10 +47,11 @@ import (
 type Config struct {
 	// Dir is the database directory; required.
 	Dir string
-	// SyncWrites makes every commit fsync before it returns. On by default:
-	// without it a machine crash (not a process crash) can lose the last
-	// acknowledged completions, and a lost SUCCESS means a duplicate side
-	// effect.
+	// SyncWrites makes every write durable before it returns, and every
+	// read return only durable records; concurrent writes share their
+	// fsyncs. On by default: without it a machine crash (not a process
+	// crash) can lose the last acknowledged completions, and a lost
+	// SUCCESS means a duplicate side effect.
 	SyncWrites bool
 	// GCInterval is how often the value log is garbage-collected.
 	GCInterval time.Duration
@@ -60,7 +64,9 @@ type Config struct {
 	NumMemtables   int
 	BlockCacheSize int64
 	IndexCacheSize int64
-	// ValueThreshold: values larger than this go to the value log.
+	// ValueThreshold: a record whose encoding is at least this long is
+	// stored in pieces of less than this (pieces.go); at most 1 MiB and a
+	// tenth of MemTableSize.
 	ValueThreshold int64
 	// Logger receives Badger's own log lines and the store's; nil discards
 	// them.
@@ -98,8 +104,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("ledger/badger config: NumMemtables must be at least 1, got %d", c.NumMemtables)
 	case c.BlockCacheSize < 0 || c.IndexCacheSize < 0:
 		return errors.New("ledger/badger config: cache sizes must not be negative")
-	case c.ValueThreshold < 1 || c.ValueThreshold > 1<<20:
-		return fmt.Errorf("ledger/badger config: ValueThreshold must be in [1, 1 MiB], got %d", c.ValueThreshold)
+	case c.ValueThreshold < 1<<10 || c.ValueThreshold > 1<<20:
+		return fmt.Errorf("ledger/badger config: ValueThreshold must be in [1 KiB, 1 MiB], got %d", c.ValueThreshold)
+	case c.ValueThreshold > c.MemTableSize/10:
+		return fmt.Errorf("ledger/badger config: ValueThreshold (%d) must be at most a tenth of MemTableSize (%d)", c.ValueThreshold, c.MemTableSize)
 	}
 	return nil
 }
@@ -123,8 +131,13 @@ type Store struct {
 
 	watchers ledger.Watchers // by record key
 
-	cancel    context.CancelFunc
-	done      chan struct{} // closed when the GC goroutine has returned
+	// sync makes acknowledged operations durable (durable.go); nil when
+	// Config.SyncWrites is off.
+	sync      *groupSync
+	cancel    context.CancelFunc // stops value-log GC
+	done      chan struct{}      // closed when the GC goroutine has returned
+	stopSync  context.CancelFunc
+	syncDone  chan struct{} // closed when the sync goroutine has returned
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -158,12 +171,14 @@ func Open(cfg Config) (*Store, error) {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	opts := badger.DefaultOptions(cfg.Dir).
-		WithSyncWrites(cfg.SyncWrites).
+		// Never Badger's own syncing: with cfg.SyncWrites the store syncs
+		// in groups (durable.go).
+		WithSyncWrites(false).
 		WithMemTableSize(cfg.MemTableSize).
 		WithNumMemtables(cfg.NumMemtables).
 		WithBlockCacheSize(cfg.BlockCacheSize).
 		WithIndexCacheSize(cfg.IndexCacheSize).
-		WithValueThreshold(cfg.ValueThreshold).
+		WithValueThreshold(inlineThreshold(cfg.MemTableSize)).
 		WithNumVersionsToKeep(1).
 		// Records are mostly float32 embeddings, which do not compress;
 		// compressing them only costs compaction CPU.
@@ -183,15 +198,32 @@ func Open(cfg Config) (*Store, error) {
 	for i := range s.seqStripes {
 		s.seqStripes[i].cache = make(map[string]seqCounter)
 	}
+	s.syncDone = make(chan struct{})
+	if cfg.SyncWrites {
+		s.sync = newGroupSync(db, cfg.Dir)
+		sctx, stop := context.WithCancel(context.Background())
+		s.stopSync = stop
+		go func() {
+			defer close(s.syncDone)
+			s.sync.run(sctx)
+		}()
+	} else {
+		s.stopSync = func() {}
+		close(s.syncDone)
+	}
 	go func() {
 		defer close(s.done)
-		s.gcLoop(ctx)
+		if !cfg.SyncWrites { // see gcLoop
+			s.gcLoop(ctx)
+		}
 	}()
 	return s, nil
 }
 
-// Close stops value-log GC, waits for it (or for ctx), and closes the
-// database. Calling it again returns the first call's result.
+// Close stops value-log GC, waits for it (or for ctx), stops the sync
+// rounds after a last one for the operations still waiting (later ones
+// fail), and closes the database. Calling it again returns the first
+// call's result.
 func (s *Store) Close(ctx context.Context) error {
 	s.closeOnce.Do(func() {
 		s.cancel()
@@ -199,6 +231,11 @@ func (s *Store) Close(ctx context.Context) error {
 		case <-s.done:
 		case <-ctx.Done():
 			// A GC pass is still running; Badger's Close waits for it.
+		}
+		s.stopSync()
+		select {
+		case <-s.syncDone:
+		case <-ctx.Done():
 		}
 		// Badger's Close flushes the memtable and retries that forever
 		// when the disk fails (full, or the directory gone): past ctx the
@@ -218,75 +255,91 @@ func (s *Store) Close(ctx context.Context) error {
 	return s.closeErr
 }
 
-func (s *Store) gcLoop(ctx context.Context) {
-	t := time.NewTicker(s.cfg.GCInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		rewrites := 0
-		for ctx.Err() == nil {
-			err := s.db.RunValueLogGC(s.cfg.GCDiscardRatio)
-			if err == nil {
-				rewrites++
-				continue
-			}
-			if !errors.Is(err, badger.ErrNoRewrite) && !errors.Is(err, badger.ErrRejected) {
-				s.log.Warn("ledger/badger: value log GC", "err", err)
-			}
-			break
-		}
-		if rewrites > 0 {
-			s.log.Debug("ledger/badger: value log GC", "rewritten_files", rewrites)
-		}
-	}
-}
-
 // Get implements ledger.Store.
 func (s *Store) Get(ctx context.Context, tenant, key string) (ledger.Record, error) {
 	if err := ctx.Err(); err != nil {
 		return ledger.Record{}, err
 	}
-	var r ledger.Record
+	var (
+		r       ledger.Record
+		version uint64
+	)
 	err := s.db.View(func(txn *badger.Txn) error {
-		rec, err := getRecord(txn, recordKey(tenant, key))
+		rec, meta, err := getRecord(txn, tenant, key)
 		if err != nil {
 			return err
 		}
 		if rec == nil {
 			return ledger.ErrNotFound
 		}
-		r = *rec
+		r, version = *rec, meta.version
 		return nil
 	})
 	if err != nil {
 		return ledger.Record{}, translate(err)
 	}
+	if err := s.durable(version); err != nil {
+		return ledger.Record{}, err
+	}
 	return r, nil
 }
 
-// getRecord returns the record under rk, or nil if there is none.
-func getRecord(txn *badger.Txn, rk []byte) (*ledger.Record, error) {
-	item, err := txn.Get(rk)
+// stored is what getRecord learns of a record besides the record: the
+// version (commit timestamp) that wrote it, and its stub when it is
+// stored in pieces.
+type stored struct {
+	version uint64
+	stub    *stub
+}
+
+// getRecord returns the record of (tenant, key), or nil if there is none.
+// A record stored in pieces is reassembled; when that fails, the stub
+// comes back with the error.
+func getRecord(txn *badger.Txn, tenant, key string) (*ledger.Record, stored, error) {
+	item, err := txn.Get(recordKey(tenant, key))
 	if errors.Is(err, badger.ErrKeyNotFound) {
-		return nil, nil
+		return nil, stored{}, nil
 	}
 	if err != nil {
-		return nil, err
+		return nil, stored{}, err
 	}
+	meta := stored{version: item.Version()}
 	var r ledger.Record
 	err = item.Value(func(v []byte) error {
+		if isStub(v) {
+			st, err := decodeStub(v)
+			meta.stub = &st
+			return err
+		}
 		var err error
 		r, err = decodeRecord(v)
 		return err
 	})
-	if err != nil {
-		return nil, err
+	if err == nil && meta.stub != nil {
+		r, err = readPieces(txn, tenant, key, *meta.stub)
 	}
-	return &r, nil
+	if err != nil {
+		return nil, meta, err
+	}
+	return &r, meta, nil
+}
+
+// committed returns once this operation's commits are durable (see
+// durable.go).
+func (s *Store) committed() error {
+	if s.sync == nil {
+		return nil
+	}
+	return s.sync.wait()
+}
+
+// durable returns once version v, which this operation read, is durable:
+// at once for a record that was already (v 0: nothing was read).
+func (s *Store) durable(v uint64) error {
+	if s.sync == nil || v == 0 {
+		return nil
+	}
+	return s.sync.covered(v)
 }
 
 // Update implements ledger.Store.
@@ -316,7 +369,7 @@ func (s *Store) updateFenced(ctx context.Context, tenant, key string, f fence, f
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		wrote, err := s.update(tenant, key, rk, f, fn)
+		out, err := s.update(tenant, key, rk, f, fn)
 		if errors.Is(err, badger.ErrConflict) {
 			if round < maxRounds {
 				continue
@@ -324,7 +377,11 @@ func (s *Store) updateFenced(ctx context.Context, tenant, key string, f fence, f
 			return fmt.Errorf("ledger/badger: update after %d rounds: %w", round, ledger.ErrConflict)
 		}
 		if d, ok := errors.AsType[decided](err); ok {
-			return d.err // fn's answer, unchanged
+			// fn's answer, unchanged, once the record it read is durable.
+			if err := s.durable(out.read); err != nil {
+				return err
+			}
+			return d.err
 		}
 		if m, ok := errors.AsType[*ledger.SessionMovedError](err); ok {
 			return m
@@ -332,21 +389,31 @@ func (s *Store) updateFenced(ctx context.Context, tenant, key string, f fence, f
 		if err != nil {
 			return translate(err)
 		}
-		if wrote {
-			s.notify(rk)
+		if !out.wrote {
+			return s.durable(out.read)
 		}
-		return nil
+		s.notify(rk) // waiters re-read, and wait for the record's durability
+		return s.committed()
 	}
 }
 
-// update runs one transaction of Update.
-func (s *Store) update(tenant, key string, rk []byte, f fence, fn func(cur *ledger.Record) (*ledger.Record, error)) (wrote bool, err error) {
+// updated is what one transaction of Update did: the version of the
+// record it read (0: none), and whether it wrote.
+type updated struct {
+	read  uint64
+	wrote bool
+}
+
+// update runs one transaction of Update. It commits without waiting for
+// the disk: the caller does, after the stripe lock is released.
+func (s *Store) update(tenant, key string, rk []byte, f fence, fn func(cur *ledger.Record) (*ledger.Record, error)) (out updated, err error) {
 	txn := s.db.NewTransaction(true)
 	defer txn.Discard()
-	cur, err := getRecord(txn, rk)
+	cur, meta, err := getRecord(txn, tenant, key)
 	if err != nil {
-		return false, err
+		return out, err
 	}
+	out.read = meta.version
 	var arg *ledger.Record
 	if cur != nil {
 		c := *cur // fn may keep it; cur's slices are already our own copy
@@ -354,13 +421,36 @@ func (s *Store) update(tenant, key string, rk []byte, f fence, fn func(cur *ledg
 	}
 	next, err := fn(arg)
 	if err != nil {
-		return false, decided{err}
+		return out, decided{err}
 	}
 	if next == nil {
-		return false, nil
+		return out, nil
 	}
 	next.Tenant, next.Key = tenant, key
 	expires := expiresAt(next.RetainUntil)
+
+	// A large record goes in pieces, durable before the stub naming them
+	// is committed (pieces.go); this holds no lock of the store.
+	var pieces *stub
+	if int64(encodedBound(next)) >= s.cfg.ValueThreshold {
+		if value := encodeRecord(nil, next); int64(len(value)) >= s.cfg.ValueThreshold {
+			st, parts := splitRecord(value, int(s.cfg.ValueThreshold)-1)
+			if err := s.writePieces(tenant, key, st, parts, expires); err != nil {
+				return out, err
+			}
+			defer func() {
+				if !out.wrote {
+					if err := s.deletePieces(nil, tenant, key, st); err != nil {
+						s.log.Warn("ledger/badger: deleting the pieces of a write that did not happen", "tenant", tenant, "key", key, "err", err)
+					}
+				}
+			}()
+			if err := s.committed(); err != nil {
+				return out, err
+			}
+			pieces = &st
+		}
+	}
 
 	var (
 		stripe  *seqStripe
@@ -373,10 +463,10 @@ func (s *Store) update(tenant, key string, rk []byte, f fence, fn func(cur *ledg
 		defer stripe.mu.Unlock() // held through Commit: Seq order is commit order
 		counter, err = s.loadCounter(stripe, ck)
 		if err != nil {
-			return false, err
+			return out, err
 		}
 		if f.on && counter.last != f.seen {
-			return false, &ledger.SessionMovedError{Seen: f.seen, Last: counter.last}
+			return out, &ledger.SessionMovedError{Seen: f.seen, Last: counter.last}
 		}
 		switch {
 		case counter.last == 0:
@@ -391,41 +481,58 @@ func (s *Store) update(tenant, key string, rk []byte, f fence, fn func(cur *ledg
 		// Written blind (not read in txn), so it never makes txn conflict.
 		e := &badger.Entry{Key: ck, Value: binary.BigEndian.AppendUint64(nil, counter.last), ExpiresAt: counter.expires}
 		if err := txn.SetEntry(e); err != nil {
-			return false, err
+			return out, err
+		}
+	}
+	if meta.stub != nil { // the current version's pieces go with it
+		if err := s.deletePieces(txn, tenant, key, *meta.stub); err != nil {
+			return out, err
 		}
 	}
 	if cur != nil {
 		if cur.Session != "" && (cur.Session != next.Session || cur.Seq != next.Seq) {
 			if err := txn.Delete(sessionKey(tenant, cur.Session, cur.Seq)); err != nil {
-				return false, err
+				return out, err
 			}
 		}
 		if cur.Workflow != "" && cur.Workflow != next.Workflow {
 			if err := txn.Delete(workflowKey(tenant, cur.Workflow, key)); err != nil {
-				return false, err
+				return out, err
 			}
 		}
 	}
-	if err := txn.SetEntry(&badger.Entry{Key: rk, Value: encodeRecord(nil, next), ExpiresAt: expires}); err != nil {
-		return false, err
+	var value []byte
+	if pieces != nil {
+		pieces.seq = next.Seq // taken after the pieces were written
+		value = encodeStub(*pieces)
+	} else {
+		value = encodeRecord(nil, next)
 	}
-	if next.Session != "" {
+	if err := txn.SetEntry(&badger.Entry{Key: rk, Value: value, ExpiresAt: expires}); err != nil {
+		return out, err
+	}
+	// An index entry lives at least as long as its record. One that stays
+	// (same session and Seq, same workflow) is rewritten only when the
+	// record now outlives it: a completion, a renewal or an embedding
+	// writes the record alone.
+	outlives := cur == nil || !lasts(expiresAt(cur.RetainUntil), expires)
+	if next.Session != "" && (outlives || cur.Session != next.Session || cur.Seq != next.Seq) {
 		e := &badger.Entry{Key: sessionKey(tenant, next.Session, next.Seq), Value: []byte(key), ExpiresAt: expires}
 		if err := txn.SetEntry(e); err != nil {
-			return false, err
+			return out, err
 		}
 	}
-	if next.Workflow != "" {
+	if next.Workflow != "" && (outlives || cur.Workflow != next.Workflow) {
 		e := &badger.Entry{Key: workflowKey(tenant, next.Workflow, key), Value: nil, ExpiresAt: expires}
 		if err := txn.SetEntry(e); err != nil {
-			return false, err
+			return out, err
 		}
 	}
 	if err := txn.Commit(); err != nil {
 		if stripe != nil {
 			delete(stripe.cache, string(ck)) // reload: the outcome may be unknown
 		}
-		return false, err
+		return out, err
 	}
 	if stripe != nil {
 		if len(stripe.cache) >= maxCachedCounters {
@@ -433,7 +540,8 @@ func (s *Store) update(tenant, key string, rk []byte, f fence, fn func(cur *ledg
 		}
 		stripe.cache[string(ck)] = counter
 	}
-	return true, nil
+	out.wrote = true
+	return out, nil
 }
 
 // decided carries an error returned by Update's fn, so it is passed back
@@ -480,6 +588,10 @@ func (s *Store) stripe(tenant, session string) *seqStripe {
 	return &s.seqStripes[h.Sum64()%uint64(len(s.seqStripes))]
 }
 
+// lasts reports whether an entry expiring at old (Badger's expiry, 0 for
+// never) lives at least until new.
+func lasts(old, new uint64) bool { return old == 0 || (new != 0 && new <= old) }
+
 // expiresAt converts a retention deadline in ms to Badger's whole-second
 // expiry, rounding up so a record never vanishes before RetainUntil.
 func expiresAt(retainUntilMs int64) uint64 {
@@ -497,7 +609,12 @@ func (s *Store) Delete(ctx context.Context, tenant, key string) error {
 			return err
 		}
 		err := s.db.Update(func(txn *badger.Txn) error {
-			cur, err := getRecord(txn, rk)
+			cur, meta, err := getRecord(txn, tenant, key)
+			if meta.stub != nil {
+				if err := s.deletePieces(txn, tenant, key, *meta.stub); err != nil {
+					return err
+				}
+			}
 			if errors.Is(err, ledger.ErrCorrupt) {
 				// Remove the raw entry; its index entries, unreadable, are
 				// skipped by the listings until they expire.
@@ -532,14 +649,55 @@ func (s *Store) Delete(ctx context.Context, tenant, key string) error {
 			return translate(err)
 		}
 		s.notify(rk)
-		return nil
+		return s.committed()
 	}
 }
 
 // ListSession implements ledger.Store.
 func (s *Store) ListSession(ctx context.Context, tenant, session string, after uint64, limit int) ([]ledger.Record, error) {
-	var out []ledger.Record
+	var (
+		out    []ledger.Record
+		newest uint64 // the highest version listed
+	)
+	// add appends the record an index entry of Seq seq names, unless it
+	// moved or expired before its index entry; it reports whether the
+	// listing is full.
+	add := func(txn *badger.Txn, seq uint64, key string) (bool, error) {
+		rec, meta, err := getRecord(txn, tenant, key)
+		if s.skipCorrupt(tenant, key, err) {
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		if rec == nil || rec.Session != session || rec.Seq != seq {
+			return false, nil
+		}
+		out = append(out, *rec)
+		newest = max(newest, meta.version)
+		return limit > 0 && len(out) == limit, nil
+	}
+	last, cached := s.cachedLast(tenant, session) // read before the snapshot, see tailReads
 	err := s.db.View(func(txn *badger.Txn) error {
+		if cached && last-min(last, after) <= tailReads {
+			for seq := after + 1; seq <= last; seq++ {
+				item, err := txn.Get(sessionKey(tenant, session, seq))
+				if errors.Is(err, badger.ErrKeyNotFound) {
+					continue
+				}
+				if err != nil {
+					return err
+				}
+				key, err := item.ValueCopy(nil)
+				if err != nil {
+					return err
+				}
+				if full, err := add(txn, seq, string(key)); full || err != nil {
+					return err
+				}
+			}
+			return nil
+		}
 		prefix := sessionPrefix(tenant, session)
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix, PrefetchValues: false})
 		defer it.Close()
@@ -547,25 +705,13 @@ func (s *Store) ListSession(ctx context.Context, tenant, session string, after u
 			if err := ctx.Err(); err != nil {
 				return err
 			}
-			k := it.Item().Key()
-			seq := binary.BigEndian.Uint64(k[len(prefix):])
+			seq := binary.BigEndian.Uint64(it.Item().Key()[len(prefix):])
 			key, err := it.Item().ValueCopy(nil)
 			if err != nil {
 				return err
 			}
-			rec, err := getRecord(txn, recordKey(tenant, string(key)))
-			if s.skipCorrupt(tenant, string(key), err) {
-				continue
-			}
-			if err != nil {
+			if full, err := add(txn, seq, string(key)); full || err != nil {
 				return err
-			}
-			if rec == nil || rec.Session != session || rec.Seq != seq {
-				continue // the record moved or expired before its index entry
-			}
-			out = append(out, *rec)
-			if limit > 0 && len(out) == limit {
-				return nil
 			}
 		}
 		return nil
@@ -573,12 +719,42 @@ func (s *Store) ListSession(ctx context.Context, tenant, session string, after u
 	if err != nil {
 		return nil, translate(err)
 	}
+	if err := s.durable(newest); err != nil {
+		return nil, err
+	}
 	return out, nil
+}
+
+// tailReads: a listing of at most this many numbers past the last one a
+// caller saw (a check bringing its view up to date) reads them one by
+// one, which the tables' bloom filters make cheap, instead of seeking an
+// iterator through every table. It needs the session's last number from
+// the stripe's cache, which is authoritative (only this store takes
+// numbers) and is read before the listing's snapshot: every number up to
+// it was committed by then, so the listing sees every record up to it, as
+// one taken at that instant would; a number taken after may or may not be
+// listed, as with the iterator.
+const tailReads = 16
+
+// cachedLast returns the last number taken in (tenant, session) if its
+// stripe's cache holds it and no write of the stripe holds the lock (a
+// listing does not wait for one: it iterates instead).
+func (s *Store) cachedLast(tenant, session string) (uint64, bool) {
+	stripe := s.stripe(tenant, session)
+	if !stripe.mu.TryLock() {
+		return 0, false
+	}
+	defer stripe.mu.Unlock()
+	c, ok := stripe.cache[string(counterKey(tenant, session))]
+	return c.last, ok
 }
 
 // ListWorkflow implements ledger.Store.
 func (s *Store) ListWorkflow(ctx context.Context, tenant, workflow string) ([]ledger.Record, error) {
-	var out []ledger.Record
+	var (
+		out    []ledger.Record
+		newest uint64 // the highest version listed
+	)
 	err := s.db.View(func(txn *badger.Txn) error {
 		prefix := workflowPrefix(tenant, workflow)
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix, PrefetchValues: false})
@@ -588,7 +764,7 @@ func (s *Store) ListWorkflow(ctx context.Context, tenant, workflow string) ([]le
 				return err
 			}
 			key := string(it.Item().Key()[len(prefix):])
-			rec, err := getRecord(txn, recordKey(tenant, key))
+			rec, meta, err := getRecord(txn, tenant, key)
 			if s.skipCorrupt(tenant, key, err) {
 				continue
 			}
@@ -599,11 +775,15 @@ func (s *Store) ListWorkflow(ctx context.Context, tenant, workflow string) ([]le
 				continue
 			}
 			out = append(out, *rec)
+			newest = max(newest, meta.version)
 		}
 		return nil
 	})
 	if err != nil {
 		return nil, translate(err)
+	}
+	if err := s.durable(newest); err != nil {
+		return nil, err
 	}
 	slices.SortFunc(out, func(a, b ledger.Record) int {
 		return cmp.Or(cmp.Compare(a.CreatedAt, b.CreatedAt), strings.Compare(a.Key, b.Key))

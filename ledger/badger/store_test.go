@@ -335,8 +335,8 @@ func TestCloseStopsGC(t *testing.T) {
 	}
 }
 
-// TestLargeResult: a result at the default 1 MiB bound is stored (in the
-// value log) and replayed byte for byte, also after a reopen; one byte more
+// TestLargeResult: a result at the default 1 MiB bound is stored (in
+// pieces) and replayed byte for byte, also after a reopen; one byte more
 // is refused with ErrTooLarge.
 func TestLargeResult(t *testing.T) {
 	dir := t.TempDir()
@@ -404,5 +404,64 @@ func TestCloseGivesUpWhenTheDiskIsGone(t *testing.T) {
 	// Badger's flush goroutine keeps retrying until the test binary ends.
 	if err := s.Close(ctx); err == nil {
 		t.Fatal("Close with the directory gone reported success")
+	}
+}
+
+// TestSessionTailListsAsTheIterator: a listing near the session's end
+// (read number by number from the counter this store keeps) lists exactly
+// what a listing by iteration does (after a reopen, with no counter kept):
+// with records forgotten, and a key failed transiently and claimed again
+// under a new number.
+func TestSessionTailListsAsTheIterator(t *testing.T) {
+	dir := t.TempDir()
+	s := openStore(t, dir, true)
+	l := newLedger(t, s, nil)
+	ctx := t.Context()
+	for i := range 40 {
+		key := fmt.Sprint("k", i)
+		c, err := l.Claim(ctx, ledger.ClaimRequest{Tenant: "t", Key: key, Session: "s"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case i%7 == 3:
+			if err := l.Forget(ctx, "t", key, true); err != nil {
+				t.Fatal(err)
+			}
+		case i%9 == 4:
+			if _, err := l.Fail(ctx, "t", key, c.Token, json.RawMessage(`"503"`), ledger.ClassTransient); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := l.Claim(ctx, ledger.ClaimRequest{Tenant: "t", Key: key, Session: "s"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	list := func(s *Store, after uint64, limit int) string {
+		recs, err := s.ListSession(ctx, "t", "s", after, limit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b strings.Builder
+		for _, r := range recs {
+			fmt.Fprintf(&b, "%s@%d ", r.Key, r.Seq)
+		}
+		return b.String()
+	}
+	var tail []string
+	for after := range uint64(50) {
+		tail = append(tail, list(s, after, 0), list(s, after, 3))
+	}
+	if err := s.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s = openStore(t, dir, true)
+	for after := range uint64(50) {
+		if got, want := tail[2*after], list(s, after, 0); got != want {
+			t.Errorf("after %d: the tail lists %q, iteration %q", after, got, want)
+		}
+		if got, want := tail[2*after+1], list(s, after, 3); got != want {
+			t.Errorf("after %d, limit 3: the tail lists %q, iteration %q", after, got, want)
+		}
 	}
 }

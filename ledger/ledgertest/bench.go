@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/idem-dev/idem/ledger"
@@ -120,4 +122,42 @@ func BenchGetMiss(b *testing.B, l *ledger.Ledger, explicit bool) {
 			b.Fatalf("get: %v", err)
 		}
 	}
+}
+
+// BenchClaimCompleteConcurrent: clients goroutines, each an agent with its
+// own session, claim and complete new keys; an iteration is one pair, and
+// pairs/s is the throughput of all of them together (with sync writes,
+// what concurrent claims and completions sharing fsyncs buys).
+func BenchClaimCompleteConcurrent(b *testing.B, l *ledger.Ledger, clients int) {
+	result := json.RawMessage(`{"id":"msg-1","status":"sent"}`)
+	ctx := b.Context()
+	var next atomic.Int64
+	b.ReportAllocs()
+	b.ResetTimer()
+	var wg sync.WaitGroup
+	for g := range clients {
+		wg.Go(func() {
+			req := BenchRequest("")
+			req.Session, req.Workflow = "s"+strconv.Itoa(g), "w"+strconv.Itoa(g)
+			for {
+				i := next.Add(1)
+				if i > int64(b.N) {
+					return
+				}
+				req.Key = "key-" + strconv.FormatInt(i, 10)
+				c, err := l.Claim(ctx, req)
+				if err != nil || c.Outcome != ledger.Claimed {
+					b.Errorf("claim: %v %v", c.Outcome, err)
+					return
+				}
+				if _, err := l.Complete(ctx, "bench", req.Key, c.Token, result); err != nil {
+					b.Errorf("complete: %v", err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "pairs/s")
 }

@@ -18,9 +18,9 @@ import (
 //
 //	scripts/with-postgres go test -run '^$' -bench . -benchtime 2000x ./ledger/postgres
 //
-// badger/sync=on fsyncs every commit; postgres pays for durability only if
-// its server does (scripts/with-postgres turns fsync off unless
-// PG_DURABLE=1).
+// badger/sync=on makes every write durable before it returns (concurrent
+// writes share fsyncs); postgres pays for durability only if its server
+// does (scripts/with-postgres turns fsync off unless PG_DURABLE=1).
 
 type backend struct {
 	name string
@@ -75,6 +75,18 @@ func BenchmarkGetMiss(b *testing.B) {
 func BenchmarkClaimComplete(b *testing.B) {
 	for _, be := range backends() {
 		b.Run(be.name, func(b *testing.B) { ledgertest.BenchClaimComplete(b, newLedger(b, be.open(b), nil)) })
+	}
+}
+
+// BenchmarkClaimCompleteConcurrent: claim + complete by 1, 8 and 32
+// agents at once, each in its own session; pairs/s of all together.
+func BenchmarkClaimCompleteConcurrent(b *testing.B) {
+	for _, be := range backends() {
+		for _, clients := range []int{1, 8, 32} {
+			b.Run(be.name+"/clients="+strconv.Itoa(clients), func(b *testing.B) {
+				ledgertest.BenchClaimCompleteConcurrent(b, newLedger(b, be.open(b), nil), clients)
+			})
+		}
 	}
 }
 

@@ -1,0 +1,273 @@
+package badger
+
+// Durable writes, in groups.
+//
+// With Config.SyncWrites the store still opens Badger without its
+// SyncWrites: Badger's own syncing fsyncs the write-ahead log once per
+// commit inside its single write pipeline, and a new transaction's read
+// timestamp waits for every commit in that pipeline (oracle.readTs →
+// WaterMark.WaitForMark), so every reader queued behind other sessions'
+// fsyncs. Instead, a commit here returns once it is in Badger's logs (the
+// operating system's page cache), and an operation answers only once a
+// sync round has made it durable:
+//
+//   - a write (Update that wrote, Delete) waits for the next round;
+//   - a read (Get, Update that wrote nothing, the listings) waits only if
+//     what it returns was written by a commit no round has covered yet: it
+//     must not hand out a record that a power cut could take back. A read
+//     of a durable record never waits, whatever is being written.
+//
+// A round takes a read timestamp (which waits for the commits already in
+// Badger's pipeline, without any fsync), fsyncs the logs those commits went
+// to, and then declares every version up to that timestamp durable. Every
+// operation that joined before the round started is covered, so concurrent
+// operations share one round: group commit. No lock of the store is held
+// while a round runs.
+//
+// The logs are Badger's write-ahead logs, found by name in its directory
+// (Badger v4's layout: NNNNN.mem, one per memtable, the highest number the
+// one being written; no value goes to a value log, see pieces.go): the
+// newest every round; any other once, after it stopped growing (a
+// memtable rotates every MemTableSize of writes, and Badger does not fsync
+// the old log when SyncWrites is off, nor until its memtable is flushed
+// to a table); and the directory when a log appeared. A failed fsync fails every later operation: after
+// one, Linux may have dropped the pages it could not write, so a later
+// fsync that succeeds proves nothing (the store must be reopened, which
+// replays Badger's logs).
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/dgraph-io/badger/v4"
+)
+
+// errClosed is what operations waiting for durability get once the store
+// is closing.
+var errClosed = errors.New("ledger/badger: store closed")
+
+// groupSync makes commits durable in rounds shared by concurrent
+// operations. It is safe for concurrent use; its loop goroutine is owned
+// by the Store (run, then close).
+type groupSync struct {
+	db  *badger.DB
+	dir string
+
+	mu sync.Mutex // guards the fields below
+	// durable: every version up to it is on disk.
+	durable uint64
+	// next is the round that operations joining now wait for; it starts
+	// after they joined.
+	next *round
+	// err is the first failed round's error (or errClosed), sticky.
+	err error
+
+	kick chan struct{} // 1-buffered: next has waiters
+
+	// syncFile makes a log's written data durable: fdatasync where there
+	// is one (the logs never change size but by growing, which it covers).
+	// Tests replace it before the loop starts.
+	syncFile func(*os.File) error
+
+	// Used by the loop goroutine only.
+	files   map[string]*os.File // open logs, by name
+	settled map[string]bool     // logs that stopped growing and were fsynced since
+}
+
+// round is one sync round; done is closed when it ended, with err set.
+type round struct {
+	done    chan struct{}
+	err     error
+	waiters int // joined so far (tests read it); guarded by groupSync.mu
+}
+
+func newGroupSync(db *badger.DB, dir string) *groupSync {
+	return &groupSync{
+		db: db, dir: dir, next: &round{done: make(chan struct{})}, kick: make(chan struct{}, 1),
+		syncFile: fdatasync, files: map[string]*os.File{}, settled: map[string]bool{},
+	}
+}
+
+// wait returns once every commit that returned before the call is durable:
+// at the end of the next round.
+func (g *groupSync) wait() error {
+	g.mu.Lock()
+	if g.err != nil {
+		err := g.err
+		g.mu.Unlock()
+		return err
+	}
+	r := g.next
+	r.waiters++
+	g.mu.Unlock()
+	select {
+	case g.kick <- struct{}{}:
+	default: // a round is already asked for
+	}
+	<-r.done
+	return r.err
+}
+
+// covered returns once version v (a commit that returned before the call)
+// is durable: at once if a round has covered it, else at the end of the
+// next round.
+func (g *groupSync) covered(v uint64) error {
+	g.mu.Lock()
+	durable, err := g.durable, g.err
+	g.mu.Unlock()
+	if v <= durable {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return g.wait()
+}
+
+// run performs rounds as they are asked for, until ctx ends; then it
+// performs a last one for the operations still waiting, and fails every
+// later one with errClosed.
+func (g *groupSync) run(ctx context.Context) {
+	for {
+		select {
+		case <-g.kick:
+		case <-ctx.Done():
+		}
+		closing := ctx.Err() != nil
+		g.mu.Lock()
+		r := g.next
+		g.next = &round{done: make(chan struct{})}
+		failed := g.err
+		if closing && g.err == nil {
+			g.err = errClosed // from now on wait answers at once
+		}
+		g.mu.Unlock()
+		if failed == nil && (!closing || r.waiters > 0) {
+			ts, err := g.round()
+			g.mu.Lock()
+			if err != nil {
+				failed = fmt.Errorf("ledger/badger: sync: %w", err)
+				if g.err == nil || g.err == errClosed {
+					g.err = failed
+				}
+			} else {
+				g.durable = max(g.durable, ts)
+			}
+			g.mu.Unlock()
+		}
+		r.err = failed
+		close(r.done)
+		if closing {
+			for _, f := range g.files {
+				f.Close()
+			}
+			return
+		}
+	}
+}
+
+// round fsyncs what the commits returned so far wrote, and returns the
+// read timestamp up to which they are now durable.
+func (g *groupSync) round() (uint64, error) {
+	txn := g.db.NewTransaction(false)
+	ts := txn.ReadTs() // waits for the commits in Badger's pipeline, which fsyncs nothing
+	txn.Discard()
+
+	entries, err := os.ReadDir(g.dir)
+	if err != nil {
+		return 0, err
+	}
+	var logs []logName
+	for _, e := range entries {
+		if l, ok := parseLogName(e.Name()); ok {
+			logs = append(logs, l)
+		}
+	}
+	if len(logs) == 0 {
+		// Not Badger v4's layout: fall back on Badger's own sync of the
+		// log it writes now.
+		return ts, g.db.Sync()
+	}
+	slices.SortFunc(logs, func(a, b logName) int { return a.fid - b.fid })
+	listed := map[string]bool{}
+	appeared := false
+	for i, l := range logs {
+		listed[l.name] = true
+		newest := i == len(logs)-1
+		if g.settled[l.name] {
+			continue
+		}
+		f, ok := g.files[l.name]
+		if !ok {
+			f, err = os.Open(filepath.Join(g.dir, l.name))
+			if errors.Is(err, os.ErrNotExist) {
+				continue // flushed to a table (which Badger syncs) since the listing
+			}
+			if err != nil {
+				return 0, err
+			}
+			g.files[l.name] = f
+			appeared = true
+		}
+		if err := g.syncFile(f); err != nil {
+			return 0, fmt.Errorf("%s: %w", l.name, err)
+		}
+		if !newest {
+			g.settled[l.name] = true
+		}
+	}
+	if appeared {
+		if err := syncDir(g.dir); err != nil {
+			return 0, err
+		}
+	}
+	for name, f := range g.files { // gone: flushed
+		if !listed[name] {
+			f.Close()
+			delete(g.files, name)
+		}
+	}
+	for name := range g.settled {
+		if !listed[name] {
+			delete(g.settled, name)
+		}
+	}
+	return ts, nil
+}
+
+// logName is one of Badger's write-ahead logs.
+type logName struct {
+	name string
+	fid  int
+}
+
+func parseLogName(name string) (logName, bool) {
+	base, ok := strings.CutSuffix(name, ".mem")
+	if !ok {
+		return logName{}, false
+	}
+	fid, err := strconv.Atoi(base)
+	if err != nil || fid < 0 {
+		return logName{}, false
+	}
+	return logName{name: name, fid: fid}, true
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}

@@ -1,0 +1,339 @@
+package badger
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/idem-dev/idem/ledger"
+)
+
+// A heldSync replaces a store's fsync of its logs: the fsyncs of the
+// write-ahead log (the .mem files) are counted, and the first one blocks
+// until release, so a test can line operations up behind a round in
+// flight.
+type heldSync struct {
+	entered  chan struct{} // closed when the first WAL fsync has begun
+	gate     chan struct{} // closed by release
+	released atomic.Bool
+	fail     atomic.Pointer[error] // when set, every WAL fsync fails with it
+	mu       sync.Mutex            // guards walSyncs
+	walSyncs int
+}
+
+func holdSyncs(t *testing.T, s *Store) *heldSync {
+	h := &heldSync{entered: make(chan struct{}), gate: make(chan struct{})}
+	t.Cleanup(func() { // a failed test must still close its store
+		if !h.released.Load() {
+			h.release()
+		}
+	})
+	s.sync.syncFile = func(f *os.File) error {
+		if !strings.HasSuffix(f.Name(), ".mem") {
+			return fdatasync(f)
+		}
+		if err := h.fail.Load(); err != nil {
+			return *err
+		}
+		h.mu.Lock()
+		h.walSyncs++
+		first := h.walSyncs == 1
+		h.mu.Unlock()
+		if first {
+			close(h.entered)
+			<-h.gate
+		}
+		return fdatasync(f)
+	}
+	return h
+}
+
+func (h *heldSync) release() {
+	h.released.Store(true)
+	close(h.gate)
+}
+
+func (h *heldSync) syncs() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.walSyncs
+}
+
+// queued is how many operations wait for the store's next sync round.
+func queued(s *Store) int {
+	s.sync.mu.Lock()
+	defer s.sync.mu.Unlock()
+	return s.sync.next.waiters
+}
+
+// waitFor polls cond; the deadline only turns a hang into a failure.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("gave up waiting: %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// within runs fn and fails the test if it has not returned after a long
+// while: for an operation that must not wait for a blocked fsync (which
+// the test releases only after).
+func within(t *testing.T, what string, fn func()) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() { defer close(done); fn() }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("%s waited for an fsync that does not concern it", what)
+	}
+}
+
+func claimReq(session, key string) ledger.ClaimRequest {
+	return ledger.ClaimRequest{Tenant: "t", Key: key, Session: session, Workflow: "w-" + session, Tool: "charge", Canonical: []byte(`{"id":"` + key + `"}`)}
+}
+
+// TestConcurrentWritesShareAnFsync: claims that arrive while an fsync is
+// in flight are all acknowledged by the next one: one fsync of the log
+// for eight claims, not eight.
+func TestConcurrentWritesShareAnFsync(t *testing.T) {
+	s := openStore(t, t.TempDir(), true)
+	l := newLedger(t, s, nil)
+	ctx := t.Context()
+	h := holdSyncs(t, s)
+
+	first := make(chan error, 1)
+	go func() {
+		_, err := l.Claim(ctx, claimReq("s0", "k0"))
+		first <- err
+	}()
+	<-h.entered // the first claim's fsync is in flight, and held
+
+	const n = 8
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	claims := make([]ledger.Claim, n)
+	for i := range n {
+		wg.Go(func() {
+			claims[i], errs[i] = l.Claim(ctx, claimReq(fmt.Sprint("s", i+1), fmt.Sprint("k", i+1)))
+		})
+	}
+	waitFor(t, "eight claims waiting for the next round", func() bool { return queued(s) == n })
+	if got := h.syncs(); got != 1 {
+		t.Fatalf("%d fsyncs of the log before the held one ended, want 1", got)
+	}
+	h.release()
+	wg.Wait()
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		if errs[i] != nil || claims[i].Outcome != ledger.Claimed {
+			t.Fatalf("claim %d: %v %v", i+1, claims[i].Outcome, errs[i])
+		}
+	}
+	if got := h.syncs(); got != 2 {
+		t.Errorf("9 claims took %d fsyncs of the log, want 2 (the held one, then one for the eight behind it)", got)
+	}
+}
+
+// TestReadsDoNotWaitForOtherWrites: while another session's claim waits
+// for its fsync, reads of durable records answer; a read of the record
+// that claim wrote answers only once it is durable; a write waits.
+func TestReadsDoNotWaitForOtherWrites(t *testing.T) {
+	s := openStore(t, t.TempDir(), true)
+	l := newLedger(t, s, nil)
+	ctx := t.Context()
+	c, err := l.Claim(ctx, claimReq("a", "done"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Complete(ctx, "t", "done", c.Token, json.RawMessage(`{"ok":true}`)); err != nil {
+		t.Fatal(err)
+	}
+	h := holdSyncs(t, s)
+
+	pending := make(chan error, 1)
+	go func() {
+		_, err := l.Claim(ctx, claimReq("b", "new"))
+		pending <- err
+	}()
+	<-h.entered
+
+	within(t, "a key hit", func() {
+		got, err := l.Get(ctx, "t", "done")
+		if err != nil || got.Outcome != ledger.Duplicate {
+			t.Errorf("get of a completed key: %v %v", got.Outcome, err)
+		}
+	})
+	within(t, "a session listing", func() {
+		recs, err := l.Session(ctx, "t", "a", 0, 0)
+		if err != nil || len(recs) != 1 {
+			t.Errorf("session a lists %d records (%v), want 1", len(recs), err)
+		}
+	})
+	within(t, "a claim of a completed key", func() {
+		got, err := l.Claim(ctx, claimReq("a", "done"))
+		if err != nil || got.Outcome != ledger.Duplicate {
+			t.Errorf("claim of a completed key: %v %v", got.Outcome, err)
+		}
+	})
+
+	type answer struct {
+		outcome       ledger.Outcome
+		err           error
+		afterTheFsync bool
+	}
+	read := make(chan answer, 1)
+	go func() { // the record the held claim wrote: not durable yet
+		got, err := l.Get(ctx, "t", "new")
+		read <- answer{got.Outcome, err, h.released.Load()}
+	}()
+	write := make(chan answer, 1)
+	go func() {
+		_, err := l.Claim(ctx, claimReq("c", "other"))
+		write <- answer{err: err, afterTheFsync: h.released.Load()}
+	}()
+	waitFor(t, "the read and the write waiting for the next round", func() bool { return queued(s) == 2 })
+	h.release()
+	if err := <-pending; err != nil {
+		t.Fatal(err)
+	}
+	if a := <-read; a.err != nil || a.outcome != ledger.InProgress || !a.afterTheFsync {
+		t.Errorf("read of the claim in flight: %v %v, answered after its fsync: %v", a.outcome, a.err, a.afterTheFsync)
+	}
+	if a := <-write; a.err != nil || !a.afterTheFsync {
+		t.Errorf("claim behind the held fsync: %v, acknowledged after it: %v", a.err, a.afterTheFsync)
+	}
+}
+
+// TestFailedFsyncFailsWrites: a write whose fsync fails is not
+// acknowledged, and neither is any later write (after a failed fsync the
+// kernel may have dropped the pages, so a later success proves nothing);
+// what was durable before stays readable, and what the failed write left
+// in memory is not handed out.
+func TestFailedFsyncFailsWrites(t *testing.T) {
+	s := openStore(t, t.TempDir(), true)
+	l := newLedger(t, s, nil)
+	ctx := t.Context()
+	c, err := l.Claim(ctx, claimReq("a", "before"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Complete(ctx, "t", "before", c.Token, json.RawMessage(`1`)); err != nil {
+		t.Fatal(err)
+	}
+	h := holdSyncs(t, s)
+	h.release() // no holding here
+	eio := errors.New("input/output error")
+	h.fail.Store(&eio)
+
+	if _, err := l.Claim(ctx, claimReq("a", "lost")); !errors.Is(err, eio) {
+		t.Fatalf("claim with a failing fsync: %v, want the fsync's error", err)
+	}
+	h.fail.Store(nil) // the disk "recovers": the store must not believe it
+	if _, err := l.Claim(ctx, claimReq("b", "after")); !errors.Is(err, eio) {
+		t.Errorf("claim after a failed fsync: %v, want the first failure", err)
+	}
+	if got, err := l.Get(ctx, "t", "before"); err != nil || got.Outcome != ledger.Duplicate {
+		t.Errorf("durable record after a failed fsync: %v %v", got.Outcome, err)
+	}
+	if _, err := l.Get(ctx, "t", "lost"); !errors.Is(err, eio) {
+		t.Errorf("get of the record whose fsync failed: %v, want the failure", err)
+	}
+}
+
+// TestCloseAcknowledgesWaiters: an operation still waiting for its fsync
+// when the store closes gets it (and its acknowledgement) before the
+// store goes; an operation after Close fails.
+func TestCloseAcknowledgesWaiters(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(DefaultConfig(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := newLedger(t, s, nil)
+	h := holdSyncs(t, s)
+	first := make(chan error, 1)
+	go func() {
+		_, err := l.Claim(context.Background(), claimReq("a", "k0"))
+		first <- err
+	}()
+	<-h.entered
+	second := make(chan error, 1)
+	go func() {
+		_, err := l.Claim(context.Background(), claimReq("b", "k1"))
+		second <- err
+	}()
+	waitFor(t, "a claim waiting for the next round", func() bool { return queued(s) == 1 })
+	closed := make(chan error, 1)
+	go func() { closed <- s.Close(context.Background()) }()
+	h.release()
+	if err := errors.Join(<-first, <-second, <-closed); err != nil {
+		t.Fatal(err)
+	}
+	if h.syncs() != 2 {
+		t.Errorf("%d fsyncs of the log, want 2: the held one, then the waiting claim's", h.syncs())
+	}
+	if _, err := l.Claim(context.Background(), claimReq("c", "k2")); err == nil {
+		t.Error("a claim on a closed store succeeded")
+	}
+	s2 := openStore(t, dir, true)
+	for _, k := range []string{"k0", "k1"} {
+		if _, err := s2.Get(t.Context(), "t", k); err != nil {
+			t.Errorf("%s after reopening: %v", k, err)
+		}
+	}
+}
+
+// TestSyncRoundPicksTheLogs: a round fsyncs the write-ahead log being
+// written every time, and a log that stopped growing (a memtable rotated
+// since) once more, then never again; nothing else.
+func TestSyncRoundPicksTheLogs(t *testing.T) {
+	s := openStore(t, t.TempDir(), false) // only for the read timestamp
+	dir := t.TempDir()
+	g := newGroupSync(s.db, dir)
+	var synced []string
+	g.syncFile = func(f *os.File) error {
+		synced = append(synced, filepath.Base(f.Name()))
+		return nil
+	}
+	create := func(name string) {
+		if err := os.WriteFile(filepath.Join(dir, name), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, step := range []struct {
+		name   string
+		before func()
+		want   []string
+	}{
+		{"the log being written", func() { create("00001.mem"); create("000001.vlog"); create("MANIFEST"); create("000001.sst") }, []string{"00001.mem"}},
+		{"again", func() {}, []string{"00001.mem"}},
+		{"a memtable rotated: the old log once more", func() { create("00002.mem") }, []string{"00001.mem", "00002.mem"}},
+		{"the old log is settled", func() {}, []string{"00002.mem"}},
+		{"flushed and removed", func() { os.Remove(filepath.Join(dir, "00001.mem")) }, []string{"00002.mem"}},
+		{"two rotations between rounds", func() { create("00003.mem"); create("00004.mem") }, []string{"00002.mem", "00003.mem", "00004.mem"}},
+	} {
+		step.before()
+		synced = nil
+		if _, err := g.round(); err != nil {
+			t.Fatalf("%s: %v", step.name, err)
+		}
+		if !slices.Equal(synced, step.want) {
+			t.Errorf("%s: the round fsynced %v, want %v", step.name, synced, step.want)
+		}
+	}
+}
