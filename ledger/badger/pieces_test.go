@@ -50,7 +50,7 @@ func valueLogBytes(t *testing.T, dir string) int64 {
 
 // TestLargeRecordsInPieces: a record past ValueThreshold (a large call, a
 // large result) is stored in pieces in the write-ahead log, never in
-// Badger's value log; it reads back whole, in listings too; a new version
+// Badger's value log; it reads back whole, in every listing too (session, workflow, tenant); a new version
 // takes the old one's pieces with it, and forgetting the record removes
 // them all.
 func TestLargeRecordsInPieces(t *testing.T) {
@@ -87,6 +87,14 @@ func TestLargeRecordsInPieces(t *testing.T) {
 	recs, err := l.Session(ctx, "t", "s", 0, 0)
 	if err != nil || len(recs) != 1 || recs[0].Seq != c.Record.Seq || string(recs[0].Result) != string(result) {
 		t.Fatalf("session listing: %d records, %v", len(recs), err)
+	}
+	recs, err = s.ListTenant(ctx, "t", 0, 0) // what a tenant-wide scope is rebuilt from
+	if err != nil || len(recs) != 1 || string(recs[0].Result) != string(result) || string(recs[0].Canonical) != string(call) {
+		t.Fatalf("tenant listing: %d records, %v", len(recs), err)
+	}
+	recs, err = s.ListWorkflow(ctx, "t", "w")
+	if err != nil || len(recs) != 1 || string(recs[0].Result) != string(result) {
+		t.Fatalf("workflow listing: %d records, %v", len(recs), err)
 	}
 	if err := s.Close(ctx); err != nil {
 		t.Fatal(err)

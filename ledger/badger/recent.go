@@ -63,36 +63,38 @@ var _ ledger.TenantStore = (*Store)(nil)
 // tenant-wide index does this once; this process adds what it claims
 // afterwards itself).
 func (s *Store) ListTenant(ctx context.Context, tenant string, since int64, limit int) ([]ledger.Record, error) {
-	var out []ledger.Record
+	var (
+		out    []ledger.Record
+		newest uint64 // the highest version listed
+	)
 	err := s.db.View(func(txn *badger.Txn) error {
 		prefix := recordKey(tenant, "")
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix, PrefetchValues: true})
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix, PrefetchValues: false})
 		defer it.Close()
 		for it.Rewind(); it.Valid(); it.Next() {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
 			key := string(it.Item().Key()[len(prefix):])
-			var rec ledger.Record
-			err := it.Item().Value(func(v []byte) error {
-				var err error
-				rec, err = decodeRecord(v)
-				return err
-			})
+			rec, meta, err := getRecord(txn, tenant, key) // a large record is in pieces
 			if s.skipCorrupt(tenant, key, err) {
 				continue
 			}
 			if err != nil {
 				return err
 			}
-			if rec.CreatedAt >= since {
-				out = append(out, rec)
+			if rec != nil && rec.CreatedAt >= since {
+				out = append(out, *rec)
+				newest = max(newest, meta.version)
 			}
 		}
 		return nil
 	})
 	if err != nil {
 		return nil, translate(err)
+	}
+	if err := s.durable(newest); err != nil { // nothing a power cut could take back
+		return nil, err
 	}
 	slices.SortFunc(out, func(a, b ledger.Record) int {
 		return cmp.Or(cmp.Compare(a.CreatedAt, b.CreatedAt), cmp.Compare(a.Key, b.Key))
