@@ -286,6 +286,22 @@ func Compare(a, b *Call, ref Date) Comparison {
 // Overall is Equal exactly when the two IdentityDigests are equal (and
 // the tools the same).
 func (id *IdentityLeaves) Compare(b *IdentityLeaves, ref Date) Comparison {
+	return id.compare(b, ref, false)
+}
+
+// Restates reports whether b's identity values are id's restated: Compare
+// would find them Restated overall (none Different, not all Equal), and
+// then returns that Comparison. It stops at the first Different leaf, so
+// it costs little against the many calls of one shape that a call does
+// not restate.
+func (id *IdentityLeaves) Restates(b *IdentityLeaves, ref Date) (Comparison, bool) {
+	cmp := id.compare(b, ref, true)
+	return cmp, cmp.Overall == Restated
+}
+
+// compare is Compare; with stop, it returns at the first Different leaf
+// (with the leaves graded so far).
+func (id *IdentityLeaves) compare(b *IdentityLeaves, ref Date, stop bool) Comparison {
 	if id.tool != b.tool {
 		return Comparison{Overall: Different}
 	}
@@ -295,6 +311,7 @@ func (id *IdentityLeaves) Compare(b *IdentityLeaves, ref Date) Comparison {
 		out.Leaves = append(out.Leaves, lg)
 		out.Overall = min(out.Overall, lg.Grade)
 	}
+	done := func() bool { return stop && out.Overall == Different }
 	pair := func(la, lb *idLeaf) {
 		switch {
 		case la.soft && lb.soft:
@@ -307,7 +324,9 @@ func (id *IdentityLeaves) Compare(b *IdentityLeaves, ref Date) Comparison {
 	}
 	if len(id.leaves) == len(b.leaves) && samePaths(id.leaves, b.leaves) {
 		for i := range id.leaves {
-			pair(&id.leaves[i], &b.leaves[i])
+			if pair(&id.leaves[i], &b.leaves[i]); done() {
+				break
+			}
 		}
 		return out
 	}
@@ -325,6 +344,9 @@ func (id *IdentityLeaves) Compare(b *IdentityLeaves, ref Date) Comparison {
 			pair(la, &b.leaves[j])
 		case !la.soft:
 			add(LeafGrade{Path: la.path, Grade: Different, Rule: "missing", Reading: "only in the first call"})
+		}
+		if done() {
+			return out
 		}
 	}
 	for j := range b.leaves {

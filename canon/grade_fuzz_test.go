@@ -9,7 +9,8 @@ import (
 
 // FuzzGrade: no pair of values panics the comparison; it is symmetric;
 // Overall is Equal exactly when the identity digests are; a pair graded
-// Restated or Equal shares its shape digest; a call is Equal to itself.
+// Restated or Equal shares its shape digest; a call is Equal to itself;
+// Restates agrees with Compare.
 func FuzzGrade(f *testing.F) {
 	for _, s := range [][3]string{
 		{"date", "March 4th", "2019-03-04"}, {"date", "04/27/2022", "2022-04-27"}, {"time", "7:30", "19:30"},
@@ -51,6 +52,9 @@ func FuzzGrade(f *testing.F) {
 		}
 		if ab.Overall >= Restated && x.ShapeDigest != y.ShapeDigest {
 			t.Fatalf("%q vs %q: %v with different shape digests", a, b, ab.Overall)
+		}
+		if cmp, ok := x.IdentityLeaves().Restates(y.IdentityLeaves(), march1); ok != (ab.Overall == Restated) || ok && len(cmp.Leaves) != len(ab.Leaves) {
+			t.Fatalf("%q vs %q: Restates %v (%d leaves), Compare %v (%d leaves)", a, b, ok, len(cmp.Leaves), ab.Overall, len(ab.Leaves))
 		}
 		if self := Compare(x, x, march1); self.Overall != Equal {
 			t.Fatalf("%q against itself: %+v", a, self)

@@ -40,6 +40,9 @@ func runGradeCases(t *testing.T, cfg Config, tool string, cases []gradeCase) {
 			if cmp.Overall != tc.want {
 				t.Fatalf("%s vs %s: %v %+v, want %v", a, b, cmp.Overall, cmp.Leaves, tc.want)
 			}
+			if r, ok := x.IdentityLeaves().Restates(y.IdentityLeaves(), march1); ok != (cmp.Overall == Restated) || ok && len(r.Leaves) != len(cmp.Leaves) {
+				t.Errorf("Restates: %v (%+v), Compare: %v", ok, r.Leaves, cmp.Overall)
+			}
 			if back := Compare(y, x, march1); back.Overall != cmp.Overall {
 				t.Errorf("not symmetric: %v one way, %v the other", cmp.Overall, back.Overall)
 			}

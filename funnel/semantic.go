@@ -694,8 +694,8 @@ func (f *Funnel) grade(ctx context.Context, c *check, s *session, shaped []*entr
 			e.leaves = leaves
 			s.mu.Unlock()
 		}
-		cmp := c.leaves.Compare(leaves, c.today)
-		if cmp.Overall != canon.Restated {
+		cmp, ok := c.leaves.Restates(leaves, c.today)
+		if !ok {
 			continue
 		}
 		if c.restated == nil {

@@ -137,3 +137,40 @@ func plainClient(b *testing.B, url string) *client.Client {
 	}
 	return c
 }
+
+// BenchmarkNewCallHTTP measures what a new call costs over loopback HTTP:
+// a check of an identity-only call never seen (it executes) and its
+// completion, from GOMAXPROCS×4 clients, each in its own session, against
+// the real server with Badger's sync writes on and off. It reports pairs/s.
+//
+// go test ./server -run XXX -bench NewCallHTTP -benchtime 2000x
+func BenchmarkNewCallHTTP(b *testing.B) {
+	for _, sync := range []bool{true, false} {
+		b.Run(fmt.Sprintf("sync=%v", sync), func(b *testing.B) {
+			e := start(b, options{syncWrites: sync})
+			c := plainClient(b, e.url)
+			ctx := context.Background()
+			var agents atomic.Int64
+			b.SetParallelism(4)
+			b.ReportAllocs()
+			b.ResetTimer()
+			start := time.Now()
+			b.RunParallel(func(pb *testing.PB) {
+				session := fmt.Sprint("agent-", agents.Add(1))
+				for step := 0; pb.Next(); step++ {
+					args := json.RawMessage(fmt.Sprintf(`{"card_id":"card-%s-%d","order_id":"ord-%d","amount_cents":%d}`, session, step, step, 100+step))
+					r, err := c.Check(ctx, client.CheckRequest{SessionID: session, WorkflowID: session, StepID: fmt.Sprint(step), Tool: "charge_card", Arguments: args})
+					if err != nil || r.Decision != client.Execute {
+						b.Errorf("check: %+v %v", r, err)
+						return
+					}
+					if _, err := c.Complete(ctx, r.Key, r.Token, json.RawMessage(`{"charge":"ch-1"}`)); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "pairs/s")
+		})
+	}
+}

@@ -55,6 +55,8 @@ type options struct {
 	postgresDSN string
 	// schema is the PostgreSQL schema; empty: a new one.
 	schema string
+	// syncWrites turns Badger's sync writes on (benchmarks of the write path).
+	syncWrites bool
 	// logger receives the server's log lines; nil discards them.
 	logger *slog.Logger
 	// now, when set, is the ledger's clock (leases and retention).
@@ -99,7 +101,7 @@ func start(t testing.TB, o options) *env {
 		store, lcfg.Now = ps, ps.Now
 	} else {
 		scfg := badger.DefaultConfig(dir)
-		scfg.SyncWrites = false // speed; durability is the ledger's own test
+		scfg.SyncWrites = o.syncWrites // off: speed; durability is the ledger's own test
 		bs, err := badger.Open(scfg)
 		if err != nil {
 			t.Fatal(err)
