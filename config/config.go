@@ -40,6 +40,10 @@ type Config struct {
 	// Listen is the HTTP address (host:port). Without auth keys it must be
 	// a loopback address.
 	Listen string `yaml:"listen"`
+	// DebugListen, when set, serves Go's profiles (net/http/pprof: heap,
+	// CPU, goroutines) on this host:port, which must be a loopback
+	// address; empty (the default): not served.
+	DebugListen string `yaml:"debug_listen"`
 	// DataDir holds the Badger ledger.
 	DataDir  string        `yaml:"data_dir"`
 	Log      Log           `yaml:"log"`
@@ -269,7 +273,7 @@ func Default() Config {
 		Postgres: Postgres{Schema: "idem", PoolSize: 10, StatementTimeout: 5 * time.Second},
 		Ledger:   Ledger{Lease: 5 * time.Minute, MaxLease: time.Hour, Retention: 24 * time.Hour, MaxResultBytes: 1 << 20},
 		Embedder: Embedder{
-			Provider: ProviderBuiltin, Timeout: 10 * time.Second, CacheEntries: 100_000,
+			Provider: ProviderBuiltin, Timeout: 10 * time.Second, CacheEntries: 10_000,
 			Batch: lc.EncoderBatch, Queue: lc.EncoderQueue, BackgroundQueue: lc.BackgroundQueue, Workers: lc.EncoderWorkers,
 			Scorer: ScorerNone,
 			Kernel: embed.KernelAuto,
@@ -327,6 +331,13 @@ func (c *Config) Validate() error {
 		bad("listen", "want host:port, got %q", c.Listen)
 	} else if len(c.Auth.Keys) == 0 && !IsLoopback(host) {
 		bad("listen", "%q is not a loopback address and no auth.keys are configured: add keys (idem key) or listen on 127.0.0.1", c.Listen)
+	}
+	if c.DebugListen != "" {
+		if host, _, err := net.SplitHostPort(c.DebugListen); err != nil {
+			bad("debug_listen", "want host:port, got %q", c.DebugListen)
+		} else if !IsLoopback(host) {
+			bad("debug_listen", "%q is not a loopback address: profiles show the process's memory, serve them on 127.0.0.1 only", c.DebugListen)
+		}
 	}
 	if c.DataDir == "" {
 		bad("data_dir", "empty")

@@ -7,6 +7,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -101,11 +104,23 @@ func serve(ctx context.Context, cfg config.Config, defs []canon.Tool, log *slog.
 		closeApp()
 		return err
 	}
+	if cfg.DebugListen != "" {
+		stopDebug, err := serveDebug(cfg.DebugListen, log)
+		if err != nil {
+			srv.Shutdown(context.Background())
+			closeApp()
+			return err
+		}
+		defer stopDebug()
+	}
 	where := "data in " + cfg.DataDir
 	if cfg.Store.Backend == config.BackendPostgres {
 		where = "ledger in PostgreSQL schema " + cfg.Postgres.Schema
 	}
 	fmt.Fprintf(stdout, "idem: listening on http://%s (%s, embedder %s)\n", srv.Addr(), where, cfg.Embedder.Provider)
+	if cfg.DebugListen != "" {
+		fmt.Fprintf(stdout, "idem: profiles on http://%s/debug/pprof/\n", cfg.DebugListen)
+	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve() }()
 	select {
@@ -412,4 +427,26 @@ func (a *app) ready(ctx context.Context) error {
 		return nil
 	}
 	return err
+}
+
+// serveDebug serves net/http/pprof's handlers on addr (debug_listen, a
+// loopback address) until the returned func is called.
+func serveDebug(addr string, log *slog.Logger) (stop func(), err error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("debug_listen: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("debug_listen", "err", err)
+		}
+	}()
+	return func() { hs.Close() }, nil
 }

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -217,5 +218,39 @@ func TestServeMetricToolLabels(t *testing.T) {
 		if strings.Contains(string(body), `tool="`+tool+`"`) {
 			t.Errorf("/metrics labels %s, which the config does not name", tool)
 		}
+	}
+}
+
+// TestServeDebugListen: with debug_listen, Go's profiles are served on that
+// address and never on the API's; a public address is refused at start.
+func TestServeDebugListen(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	url := startServe(t, map[string]string{"IDEM_DEBUG_LISTEN": addr})
+	get := func(u string) (int, string) {
+		t.Helper()
+		resp, err := http.Get(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, body := get("http://" + addr + "/debug/pprof/heap?debug=1"); code != 200 || !strings.Contains(body, "heap profile") {
+		t.Errorf("heap profile on debug_listen: %d %.80q", code, body)
+	}
+	if code, _ := get(url + "/debug/pprof/heap?debug=1"); code != 404 {
+		t.Errorf("profiles on the API's address: %d, want 404", code)
+	}
+
+	t.Setenv("IDEM_DEBUG_LISTEN", "0.0.0.0:6060")
+	t.Setenv("IDEM_CONFIG", "")
+	if code, _, errs := runIdem(t, "", "serve"); code != 2 || !strings.Contains(errs, "IDEM_DEBUG_LISTEN") || !strings.Contains(errs, "loopback") {
+		t.Errorf("public debug_listen: exit %d: %s", code, errs)
 	}
 }

@@ -39,6 +39,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -270,4 +271,36 @@ func syncDir(dir string) error {
 		err = cerr
 	}
 	return err
+}
+
+// removeEmptyLogs deletes the write-ahead logs in dir that are empty files.
+// Badger creates a log and then sets its size; a power cut between the two
+// leaves a file of 0 bytes, which holds no write and which Badger then
+// refuses to open ("while opening fid: N err: Create a new file"), so the
+// store would never start again. Nothing is lost by deleting it.
+func removeEmptyLogs(dir string, log *slog.Logger) error {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil // a new store
+	}
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if _, ok := parseLogName(e.Name()); !ok {
+			continue
+		}
+		info, err := e.Info()
+		if err != nil {
+			return err
+		}
+		if info.Size() != 0 {
+			continue
+		}
+		if err := os.Remove(filepath.Join(dir, e.Name())); err != nil {
+			return err
+		}
+		log.Warn("ledger/badger: removed an empty write-ahead log (a power cut while it was being created)", "file", e.Name())
+	}
+	return nil
 }

@@ -337,3 +337,50 @@ func TestSyncRoundPicksTheLogs(t *testing.T) {
 		}
 	}
 }
+
+// TestEmptyLogAfterAPowerCut: a power cut while Badger creates a
+// write-ahead log can leave it a file of 0 bytes; the store still opens,
+// with every record, instead of refusing to start.
+func TestEmptyLogAfterAPowerCut(t *testing.T) {
+	for _, sync := range []bool{true, false} {
+		t.Run(fmt.Sprintf("sync=%v", sync), func(t *testing.T) {
+			dir := t.TempDir()
+			s := openStore(t, dir, sync)
+			l := newLedger(t, s, nil)
+			ctx := t.Context()
+			c, err := l.Claim(ctx, claimReq("a", "k"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := l.Complete(ctx, "t", "k", c.Token, json.RawMessage(`{"sent":1}`)); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Close(ctx); err != nil {
+				t.Fatal(err)
+			}
+			newest := 0
+			entries, err := os.ReadDir(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range entries {
+				if n, ok := parseLogName(e.Name()); ok {
+					newest = max(newest, n.fid)
+				}
+			}
+			empty := filepath.Join(dir, fmt.Sprintf("%05d.mem", newest+1))
+			if err := os.WriteFile(empty, nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			s2, err := Open(DefaultConfig(dir))
+			if err != nil {
+				t.Fatalf("open with an empty write-ahead log: %v", err)
+			}
+			defer s2.Close(context.Background())
+			got, err := newLedger(t, s2, nil).Get(ctx, "t", "k")
+			if err != nil || got.Outcome != ledger.Duplicate || string(got.Record.Result) != `{"sent":1}` {
+				t.Fatalf("the record after reopening: %v %s %v", got.Outcome, got.Record.Result, err)
+			}
+		})
+	}
+}
