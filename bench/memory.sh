@@ -12,7 +12,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 sessions=${1:-1000}
 calls=${2:-100}
-texts=${IDEM_MEMLOAD_TEXTS:-../shared/data/upstream/stsb/sts-train.csv}
+texts=${IDEM_MEMLOAD_TEXTS:-${IDEM_PUBLIC_DATA:-../shared/data}/upstream/stsb/sts-train.csv}
 [ -f "$texts" ] || { echo "memory.sh: no texts at $texts (set IDEM_MEMLOAD_TEXTS)" >&2; exit 2; }
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/idem-memory.XXXXXX")
 if [ -n "${IDEM_BIN:-}" ]; then # another build to measure (a baseline)
