@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -180,15 +179,7 @@ func (f *Funnel) scopeStage(ctx context.Context, c *check) (bool, error) {
 		}
 		cands = append(cands, cd)
 	}
-	slices.SortStableFunc(cands, func(a, b candidate) int {
-		switch {
-		case a.score > b.score:
-			return -1
-		case a.score < b.score:
-			return 1
-		}
-		return 0
-	})
+	byScore(cands)
 	c.lap("scope")
 	done, err := f.decideCandidates(ctx, bctx, c, cands)
 	if c.res.Match != nil && c.res.Match.Session != c.req.Session {

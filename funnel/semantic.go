@@ -1,6 +1,7 @@
 package funnel
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -352,15 +353,7 @@ func (f *Funnel) textStage(ctx, bctx context.Context, c *check, s *session, gate
 		cands = append(cands, cd)
 	}
 	f.noteHeld(c, nheld)
-	slices.SortStableFunc(cands, func(a, b candidate) int {
-		switch {
-		case a.score > b.score:
-			return -1
-		case a.score < b.score:
-			return 1
-		}
-		return 0
-	})
+	byScore(cands)
 	c.lap("search")
 	done, err := f.decideCandidates(ctx, bctx, c, cands)
 	if err != nil || done || len(notCompared) == 0 {
@@ -494,14 +487,10 @@ func (f *Funnel) identityCandidates(ctx context.Context, c *check, s *session, g
 		}
 		cd := candidate{e: e, score: 1, cosine: 1, probable: f.probable(c, e)}
 		if text == textUnknown {
-			got, ok, err := f.live(ctx, c, e.key)
+			got, earlier, err := f.liveCall(ctx, c, e.key)
 			if err != nil {
 				return nil, err
 			}
-			if !ok {
-				continue
-			}
-			earlier := f.earlierCall(c, &got.Record)
 			if earlier == nil {
 				continue
 			}
@@ -678,14 +667,10 @@ func (f *Funnel) grade(ctx context.Context, c *check, s *session, shaped []*entr
 		leaves := e.leaves
 		s.mu.Unlock()
 		if leaves == nil {
-			got, ok, err := f.live(ctx, c, e.key)
+			_, earlier, err := f.liveCall(ctx, c, e.key)
 			if err != nil {
 				return nil, err
 			}
-			if !ok {
-				continue
-			}
-			earlier := f.earlierCall(c, &got.Record)
 			if earlier == nil {
 				continue
 			}
@@ -694,14 +679,14 @@ func (f *Funnel) grade(ctx context.Context, c *check, s *session, shaped []*entr
 			e.leaves = leaves
 			s.mu.Unlock()
 		}
-		cmp, ok := c.leaves.Restates(leaves, c.today)
+		graded, ok := c.leaves.Restates(leaves, c.today)
 		if !ok {
 			continue
 		}
 		if c.restated == nil {
 			c.restated = map[*entry]*canon.Comparison{}
 		}
-		c.restated[e] = &cmp
+		c.restated[e] = &graded
 		out = append(out, e)
 	}
 	c.lap("grade")
@@ -719,11 +704,11 @@ func (f *Funnel) probable(c *check, e *entry) bool {
 // earlier one. The notes hold argument values: they go to the caller,
 // never to the log.
 func (f *Funnel) noteReadings(c *check, e *entry) {
-	cmp := c.restated[e]
-	if cmp == nil {
+	graded := c.restated[e]
+	if graded == nil {
 		return
 	}
-	for _, l := range cmp.Leaves {
+	for _, l := range graded.Leaves {
 		if l.Grade == canon.Restated {
 			c.note("identity restated (probable, %s): %s: %s", l.Rule, l.Path, l.Reading)
 		}
@@ -772,6 +757,23 @@ func (f *Funnel) earlierCall(c *check, r *ledger.Record) *canon.Call {
 		return nil
 	}
 	return call
+}
+
+// liveCall reads the live record of an earlier call (see live) and its
+// call canonicalized again (see earlierCall); call is nil when the record
+// is gone or cannot be read back.
+func (f *Funnel) liveCall(ctx context.Context, c *check, key string) (got ledger.Claim, call *canon.Call, err error) {
+	got, ok, err := f.live(ctx, c, key)
+	if err != nil || !ok {
+		return got, nil, err
+	}
+	return got, f.earlierCall(c, &got.Record), nil
+}
+
+// byScore orders candidates best first, keeping arrival order among equal
+// scores.
+func byScore(cands []candidate) {
+	slices.SortStableFunc(cands, func(a, b candidate) int { return cmp.Compare(b.score, a.score) })
 }
 
 // uncompared decides for a check whose candidates es (calls of the tool

@@ -125,13 +125,7 @@ func runMCP(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 			log.Error("idem mcp", "err", err)
 			return 1
 		}
-		defer func() {
-			cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			if err := a.Close(cctx); err != nil {
-				log.Error("closing", "err", err)
-			}
-		}()
+		defer closeWithin(log, "closing", a.Close)
 		// The config's tools file, if any, and then the upstream's list.
 		local, err := mcpgate.NewLocal(a.ledger, config.DefaultTenant, func(up []canon.Tool) (*funnel.Funnel, error) {
 			return a.newFunnel(append(append([]canon.Tool(nil), defs...), up...))
@@ -140,13 +134,7 @@ func runMCP(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 			log.Error("idem mcp", "err", err)
 			return 1
 		}
-		defer func() {
-			cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			if err := local.Close(cctx); err != nil {
-				log.Error("closing the gateway's funnel", "err", err)
-			}
-		}()
+		defer closeWithin(log, "closing the gateway's funnel", local.Close)
 		backend = local
 	}
 	gc := mcpgate.DefaultConfig()

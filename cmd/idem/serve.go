@@ -88,13 +88,7 @@ func serve(ctx context.Context, cfg config.Config, defs []canon.Tool, log *slog.
 	// Loading the encoder (packing its weights, timing its kernels) leaves
 	// scratch behind: give it back before serving.
 	debug.FreeOSMemory()
-	closeApp := func() {
-		cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if err := a.Close(cctx); err != nil {
-			log.Error("closing", "err", err)
-		}
-	}
+	closeApp := func() { closeWithin(log, "closing", a.Close) }
 	srv, err := server.New(a.serverConfig(cfg, log), a.serverDeps())
 	if err != nil {
 		closeApp()
@@ -427,6 +421,15 @@ func (a *app) ready(ctx context.Context) error {
 		return nil
 	}
 	return err
+}
+
+// closeWithin calls close with 30 s to finish, and logs its error as what.
+func closeWithin(log *slog.Logger, what string, close func(context.Context) error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := close(ctx); err != nil {
+		log.Error(what, "err", err)
+	}
 }
 
 // serveDebug serves net/http/pprof's handlers on addr (debug_listen, a

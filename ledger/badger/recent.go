@@ -76,7 +76,7 @@ func (s *Store) ListTenant(ctx context.Context, tenant string, since int64, limi
 				return err
 			}
 			key := string(it.Item().Key()[len(prefix):])
-			rec, meta, err := getRecord(txn, tenant, key) // a large record is in pieces
+			rec, meta, err := itemRecord(txn, tenant, key, it.Item()) // a large record is in pieces
 			if s.skipCorrupt(tenant, key, err) {
 				continue
 			}

@@ -314,9 +314,15 @@ func getRecord(txn *badger.Txn, tenant, key string) (*ledger.Record, stored, err
 	if err != nil {
 		return nil, stored{}, err
 	}
+	return itemRecord(txn, tenant, key, item)
+}
+
+// itemRecord decodes the record item holds (the value under
+// recordKey(tenant, key)), as getRecord does.
+func itemRecord(txn *badger.Txn, tenant, key string, item *badger.Item) (*ledger.Record, stored, error) {
 	meta := stored{version: item.Version()}
 	var r ledger.Record
-	err = item.Value(func(v []byte) error {
+	err := item.Value(func(v []byte) error {
 		if isStub(v) {
 			st, err := decodeStub(v)
 			meta.stub = &st
