@@ -1,9 +1,10 @@
 package pairtrain
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
-	"github.com/idem-dev/idem/internal/publicdata"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/idem-dev/idem/bench"
 	"github.com/idem-dev/idem/embed"
+	"github.com/idem-dev/idem/internal/publicdata"
 	"github.com/idem-dev/idem/pairscore"
 )
 
@@ -219,6 +221,40 @@ func TestSplitsApart(t *testing.T) {
 		}
 		if !views["add_issue_comment\nbody: "+strings.Join(strings.Fields(args.Body), " ")] {
 			t.Errorf("line %d: the traffic set's comment is not a test pair's", ev.Line)
+		}
+	}
+}
+
+// TestCommittedWeightsReproduce trains as `go run ./bench/cmd/pairtrain
+// -check` does, with the built-in encoder, and fails unless the IDF table
+// and weights committed in pairscore/ are what it makes, byte for byte: a
+// change to the encoder's arithmetic, the features or the data readers
+// that moves the weights must refit them (`go run ./bench/cmd/pairtrain`).
+func TestCommittedWeightsReproduce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("trains the scorer on every pair (about 8,400 texts to embed): not in -short")
+	}
+	cfg := DefaultConfig()
+	cfg.Upstream = publicdata.Path(t, "upstream")
+	cfg.Traffic = []string{filepath.Join("..", "..", "testdata", "traffic", "stsb-dev")}
+	enc, err := embed.NewUSE(embed.DefaultUSEConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := Run(t.Context(), cfg, enc, enc.Dim(), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []struct {
+		name string
+		made []byte
+	}{{"idf.txt", res.IDF}, {"weights.json", res.Weights}} {
+		have, err := os.ReadFile(filepath.Join("..", "..", "pairscore", f.name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(have, f.made) {
+			t.Errorf("pairscore/%s is not what training makes: run `go run ./bench/cmd/pairtrain` from the repository root and commit it", f.name)
 		}
 	}
 }
