@@ -389,3 +389,24 @@ func TestDurationErrorsNameKeyAndLine(t *testing.T) {
 		t.Errorf("good durations: %v, gc_interval %v, budget %v", err, cfg.Store.GCInterval, cfg.Budget)
 	}
 }
+
+// TestSyncDelay: store.sync_delay loads from the file and the environment,
+// and a value outside [0, 100ms] is refused naming the key.
+func TestSyncDelay(t *testing.T) {
+	cfg, err := Load([]byte(yamlAt("store.sync_delay", "2ms")), nil)
+	if err != nil || cfg.Store.SyncDelay != 2*time.Millisecond {
+		t.Fatalf("sync_delay 2ms: %v, %v", cfg.Store.SyncDelay, err)
+	}
+	env := func(k string) (string, bool) { return "500us", k == "IDEM_STORE_SYNC_DELAY" }
+	if cfg, err := Load(nil, env); err != nil || cfg.Store.SyncDelay != 500*time.Microsecond {
+		t.Errorf("IDEM_STORE_SYNC_DELAY=500us: %v, %v", cfg.Store.SyncDelay, err)
+	}
+	for _, bad := range []string{"-1ms", "1s"} {
+		if _, err := Load([]byte(yamlAt("store.sync_delay", bad)), nil); err == nil || !strings.Contains(err.Error(), "store.sync_delay") {
+			t.Errorf("sync_delay %s: %v, want an error naming store.sync_delay", bad, err)
+		}
+	}
+	if d := Default().Store.SyncDelay; d != 0 {
+		t.Errorf("default sync_delay %v, want 0", d)
+	}
+}

@@ -316,7 +316,7 @@ func buildApp(cfg config.Config, defs []canon.Tool, log *slog.Logger) (*app, err
 			return nil, fmt.Errorf("data_dir: %w", err)
 		}
 		sc := badger.DefaultConfig(cfg.DataDir)
-		sc.SyncWrites, sc.GCInterval, sc.Logger = cfg.Store.SyncWrites, cfg.Store.GCInterval, log
+		sc.SyncWrites, sc.SyncDelay, sc.GCInterval, sc.Logger = cfg.Store.SyncWrites, cfg.Store.SyncDelay, cfg.Store.GCInterval, log
 		bs, err := badger.Open(sc)
 		if err != nil {
 			return nil, fmt.Errorf("opening the store in %s: %w", cfg.DataDir, err)

@@ -22,7 +22,10 @@ package badger
 // to, and then declares every version up to that timestamp durable. Every
 // operation that joined before the round started is covered, so concurrent
 // operations share one round: group commit. No lock of the store is held
-// while a round runs.
+// while a round runs. With Config.SyncDelay a round waits that long after
+// it was asked for before it starts, so that writes coming one at a time
+// share it too: an fsync costs the machine CPU (about 0.2 ms of kernel time
+// on a virtual disk), which key hits running beside the writes then lack.
 //
 // The logs are Badger's write-ahead logs, found by name in its directory
 // (Badger v4's layout: NNNNN.mem, one per memtable, the highest number the
@@ -46,6 +49,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/dgraph-io/badger/v4"
 )
@@ -72,6 +76,12 @@ type groupSync struct {
 
 	kick chan struct{} // 1-buffered: next has waiters
 
+	// delay is how long a round waits, after it was asked for, for more
+	// operations to join (Config.SyncDelay); after makes that wait (tests
+	// replace it before the first write). Set before the loop starts.
+	delay time.Duration
+	after func(time.Duration) <-chan time.Time
+
 	// syncFile makes a log's written data durable: fdatasync where there
 	// is one (the logs never change size but by growing, which it covers).
 	// Tests replace it before the loop starts.
@@ -92,7 +102,7 @@ type round struct {
 func newGroupSync(db *badger.DB, dir string) *groupSync {
 	return &groupSync{
 		db: db, dir: dir, next: &round{done: make(chan struct{})}, kick: make(chan struct{}, 1),
-		syncFile: fdatasync, files: map[string]*os.File{}, settled: map[string]bool{},
+		syncFile: fdatasync, after: time.After, files: map[string]*os.File{}, settled: map[string]bool{},
 	}
 }
 
@@ -140,6 +150,21 @@ func (g *groupSync) run(ctx context.Context) {
 		select {
 		case <-g.kick:
 		case <-ctx.Done():
+		}
+		g.mu.Lock()
+		idle := g.next.waiters == 0
+		g.mu.Unlock()
+		if idle && ctx.Err() == nil {
+			// A kick left by an operation that the last round covered:
+			// nothing waits, nothing to fsync.
+			continue
+		}
+		if g.delay > 0 && ctx.Err() == nil {
+			// Let the operations that come within delay join this round.
+			select {
+			case <-g.after(g.delay):
+			case <-ctx.Done():
+			}
 		}
 		closing := ctx.Err() != nil
 		g.mu.Lock()

@@ -384,3 +384,68 @@ func TestEmptyLogAfterAPowerCut(t *testing.T) {
 		})
 	}
 }
+
+// TestSyncDelayGathersWritesComingOneAtATime: with Config.SyncDelay, claims
+// that come one after the other while a round waits share its one fsync
+// (without it, each would take its own); a claim answers only when that
+// round has ended.
+func TestSyncDelayGathersWritesComingOneAtATime(t *testing.T) {
+	cfg := DefaultConfig(t.TempDir())
+	cfg.SyncDelay = 5 * time.Millisecond
+	s, err := Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close(context.Background()) })
+	var syncs atomic.Int64
+	s.sync.syncFile = func(f *os.File) error {
+		if strings.HasSuffix(f.Name(), ".mem") {
+			syncs.Add(1)
+		}
+		return fdatasync(f)
+	}
+	asked, fire := make(chan time.Duration, 1), make(chan time.Time)
+	s.sync.after = func(d time.Duration) <-chan time.Time { asked <- d; return fire }
+	l := newLedger(t, s, nil)
+	ctx := t.Context()
+
+	const n = 3
+	errs := make(chan error, n)
+	for i := range n {
+		go func() {
+			_, err := l.Claim(ctx, claimReq(fmt.Sprint("s", i), fmt.Sprint("k", i)))
+			errs <- err
+		}()
+		if i == 0 {
+			if d := <-asked; d != cfg.SyncDelay {
+				t.Fatalf("the round waits %v, want SyncDelay %v", d, cfg.SyncDelay)
+			}
+		}
+		waitFor(t, fmt.Sprintf("%d claims waiting in the delayed round", i+1), func() bool { return queued(s) == i+1 })
+	}
+	select {
+	case err := <-errs:
+		t.Fatalf("a claim answered before its round's fsync (err %v)", err)
+	default:
+	}
+	before := syncs.Load()
+	close(fire)
+	for range n {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := syncs.Load() - before; got != 1 {
+		t.Errorf("%d claims that came one at a time took %d fsyncs of the log, want 1", n, got)
+	}
+}
+
+func TestSyncDelayValidated(t *testing.T) {
+	for _, d := range []time.Duration{-time.Millisecond, time.Second} {
+		cfg := DefaultConfig(t.TempDir())
+		cfg.SyncDelay = d
+		if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "SyncDelay") {
+			t.Errorf("SyncDelay %v: %v, want an error naming SyncDelay", d, err)
+		}
+	}
+}

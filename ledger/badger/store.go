@@ -53,6 +53,12 @@ type Config struct {
 	// crash) can lose the last acknowledged completions, and a lost
 	// SUCCESS means a duplicate side effect.
 	SyncWrites bool
+	// SyncDelay, with SyncWrites, is how long a sync round waits, once an
+	// operation asked for it, for others to join before it fsyncs (as
+	// PostgreSQL's commit_delay): fewer fsyncs for writes that come one at
+	// a time, at up to SyncDelay more latency each. 0 (the default): a
+	// round starts at once; concurrent writes share it anyway.
+	SyncDelay time.Duration
 	// GCInterval is how often the value log is garbage-collected.
 	GCInterval time.Duration
 	// GCDiscardRatio is the fraction of stale data a value-log file must
@@ -94,6 +100,8 @@ func (c Config) Validate() error {
 	switch {
 	case c.Dir == "":
 		return errors.New("ledger/badger config: Dir is empty")
+	case c.SyncDelay < 0 || c.SyncDelay > maxSyncDelay:
+		return fmt.Errorf("ledger/badger config: SyncDelay must be in [0, %v], got %v", maxSyncDelay, c.SyncDelay)
 	case c.GCInterval <= 0:
 		return fmt.Errorf("ledger/badger config: GCInterval must be positive, got %v", c.GCInterval)
 	case c.GCDiscardRatio <= 0 || c.GCDiscardRatio >= 1:
@@ -111,6 +119,10 @@ func (c Config) Validate() error {
 	}
 	return nil
 }
+
+// maxSyncDelay bounds Config.SyncDelay: past it every write would wait
+// longer than a disk's fsync by far.
+const maxSyncDelay = 100 * time.Millisecond
 
 // maxRounds bounds how often Update re-runs after a conflict.
 const maxRounds = 8
@@ -212,6 +224,7 @@ func Open(cfg Config) (*Store, error) {
 	s.syncDone = make(chan struct{})
 	if cfg.SyncWrites {
 		s.sync = newGroupSync(db, cfg.Dir)
+		s.sync.delay = cfg.SyncDelay
 		sctx, stop := context.WithCancel(context.Background())
 		s.stopSync = stop
 		go func() {
