@@ -92,6 +92,8 @@ type options struct {
 	scorer   Scorer
 	// scopes gives the funnel an index of wide scopes over the ledger.
 	scopes bool
+	// maxPerScope, when set, is the index's MaxPerScope.
+	maxPerScope int
 }
 
 // newEnv builds a funnel on a real Badger ledger in a temp dir and the real
@@ -146,6 +148,9 @@ func newFunnel(t testing.TB, led Ledger, now func() time.Time, o options) *Funne
 	if o.scopes {
 		icfg := index.DefaultConfig()
 		icfg.Dim, icfg.MaxPerScope, icfg.MaxVectors = emb.Dim(), 200_000, 1<<20
+		if o.maxPerScope > 0 {
+			icfg.MaxPerScope = o.maxPerScope
+		}
 		idx, err := index.New(icfg, ScopeLoader(led.(ScopeLedger), cn, emb.Name(), emb.Dim()))
 		if err != nil {
 			t.Fatal(err)

@@ -137,6 +137,11 @@ func (f *Funnel) scopeStage(ctx context.Context, c *check) (bool, error) {
 		}
 		return false, err
 	}
+	if d, ok := f.scopes.(interface{ Dropped(string) uint64 }); ok {
+		if n := d.Dropped(name); n > 0 {
+			c.note("the %s's %d oldest calls were not compared: past index.max_per_scope, the index keeps a scope's newest calls only", c.pol.Scope, n)
+		}
+	}
 	var cands []candidate
 	for _, h := range hits {
 		got, ok, err := f.live(ctx, c, h.ID)

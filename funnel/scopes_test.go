@@ -3,6 +3,8 @@ package funnel
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 )
@@ -94,4 +96,43 @@ func TestWideScopeRebuiltAfterARestart(t *testing.T) {
 		}
 		closeFunnel(t, b)
 	}
+}
+
+// TestScopePastItsBoundSaysSo: a wide scope keeps its newest
+// index.max_per_scope calls; once it has left older ones out, a check
+// searched against it says how many it did not compare, instead of
+// missing them silently.
+func TestScopePastItsBoundSaysSo(t *testing.T) {
+	e := newEnv(t, options{policies: scoped(ScopeTenant), scopes: true, maxPerScope: 2})
+	texts := []string{
+		"The nightly deploy of the billing service finished; all checks are green.",
+		"Rotating the on-call schedule: Dana takes the pager from Monday.",
+		"The database failover drill starts at noon; expect a minute of read-only mode.",
+	}
+	const note = "oldest calls were not compared"
+	for i, text := range texts {
+		args := fmt.Sprintf(`{"channel":"#ops","text":%q}`, text)
+		res := e.check(t, Request{Session: fmt.Sprintf("agent-%d", i), Step: fmt.Sprint(i + 1), Tool: "post_message", Arguments: []byte(args)})
+		want(t, res, Execute, StageNew)
+		if i < 2 && hasNote(res, note) {
+			t.Errorf("call %d, the scope within its bound: notes %q", i+1, res.Notes)
+		}
+		if _, err := e.ledger.Complete(context.Background(), "acme", res.Key, res.Token, json.RawMessage(`{"ts":"1"}`)); err != nil {
+			t.Fatal(err)
+		}
+		settle(t, e.f)
+	}
+	res := e.check(t, Request{Session: "agent-9", Step: "9", Tool: "post_message", Arguments: []byte(notify2)})
+	if !hasNote(res, "tenant's 1 "+note) {
+		t.Errorf("a check against a scope that dropped its oldest call: %s, notes %q; want a note that 1 call was not compared", res.Decision, res.Notes)
+	}
+}
+
+func hasNote(res Result, part string) bool {
+	for _, n := range res.Notes {
+		if strings.Contains(n, part) {
+			return true
+		}
+	}
+	return false
 }

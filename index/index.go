@@ -285,6 +285,7 @@ type scope struct {
 	dead      bool                 // dropped from the index; writers must look the scope up again
 	perTag    []int                // rows per tag
 	graphs    map[uint32]*annGraph // by tag: the partitions searched through a graph
+	dropped   uint64               // calls left out by the MaxPerScope bound since the scope was loaded
 }
 
 // New returns an index for cfg. loader may be nil: scopes then live only in
@@ -467,6 +468,19 @@ func (f *Flat) Search(ctx context.Context, scope, tag string, query []float32, k
 	return hits, nil
 }
 
+// Dropped is how many calls scope has left out because of the
+// Config.MaxPerScope bound (its oldest) since it was last loaded: a search
+// of it did not see them. 0 for a scope not in memory.
+func (f *Flat) Dropped(scope string) uint64 {
+	s, err := f.lookup(scope, false)
+	if err != nil || s == nil {
+		return 0
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.dropped
+}
+
 // Has reports whether scope has held entries tagged tag (loading the scope
 // as Search does): a caller can spare itself computing a query for a tag
 // the scope never saw. It may report true for a tag whose entries were all
@@ -640,6 +654,7 @@ func (f *Flat) apply(s *scope, entries []Entry, after, through uint64) {
 			}
 			return b - a // later in the listing first
 		})
+		dropped := uint64(len(idx) - f.cfg.MaxPerScope)
 		idx = idx[:f.cfg.MaxPerScope]
 		slices.Sort(idx) // keep the listing's order
 		kv, ki := make([]Entry, len(idx)), make([]float32, len(idx))
@@ -647,6 +662,9 @@ func (f *Flat) apply(s *scope, entries []Entry, after, through uint64) {
 			kv[j], ki[j] = valid[i], inv[i]
 		}
 		valid, inv = kv, ki
+		s.mu.Lock()
+		s.dropped += dropped
+		s.mu.Unlock()
 	}
 	s.mu.Lock()
 	before := len(s.ids)
@@ -757,6 +775,7 @@ func (s *scope) upsert(f *Flat, e Entry, inv float32, force bool) {
 		if len(s.ids) >= cfg.MaxPerScope {
 			// Evict the oldest, unless e is older than all of them.
 			o := s.oldest()
+			s.dropped++ // e or the oldest
 			if e.Seq < s.seqs[o] {
 				return
 			}

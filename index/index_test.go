@@ -795,3 +795,41 @@ func TestHas(t *testing.T) {
 		t.Error("Has after Add: false")
 	}
 }
+
+// TestDroppedCountsCallsPastTheBound: Dropped says how many calls a scope
+// left out because of MaxPerScope, whether they came one at a time or in
+// one load; a replaced entry is not one; a scope not in memory has none.
+func TestDroppedCountsCallsPastTheBound(t *testing.T) {
+	cfg := smallConfig()
+	cfg.MaxPerScope = 3
+	f, _ := newIndex(t, cfg, nil)
+	for i := range 5 {
+		if err := f.Add("s", ent(fmt.Sprint("c", i), "t", uint64(i+1), 1, 0, 0, 0)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := f.Add("s", ent("c4", "t", 5, 0, 1, 0, 0)); err != nil { // replaced
+		t.Fatal(err)
+	}
+	if n := f.Dropped("s"); n != 2 {
+		t.Errorf("5 calls one at a time into a scope of 3: Dropped = %d, want 2", n)
+	}
+	if n := f.Dropped("elsewhere"); n != 0 {
+		t.Errorf("a scope not in memory: Dropped = %d, want 0", n)
+	}
+
+	l := newFakeLedger()
+	for i := range 5 {
+		l.append("big", ent(fmt.Sprint("b", i), "t", uint64(i+1), 1, 0, 0, 0))
+	}
+	l.append("small", ent("s1", "t", 1, 1, 0, 0, 0))
+	g, _ := newIndex(t, cfg, l)
+	mustSearch(t, g, "big", "t", []float32{1, 0, 0, 0}, 1)
+	mustSearch(t, g, "small", "t", []float32{1, 0, 0, 0}, 1)
+	if n := g.Dropped("big"); n != 2 {
+		t.Errorf("a load of 5 calls into a scope of 3: Dropped = %d, want 2", n)
+	}
+	if n := g.Dropped("small"); n != 0 {
+		t.Errorf("a scope within its bound: Dropped = %d, want 0", n)
+	}
+}
