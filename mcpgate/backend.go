@@ -23,6 +23,9 @@ type Backend interface {
 	Check(ctx context.Context, req client.CheckRequest) (*client.Result, error)
 	Complete(ctx context.Context, key, token string, result json.RawMessage) error
 	Fail(ctx context.Context, key, token string, errJSON json.RawMessage, transient bool) error
+	// Renew extends the lease of the execution holding token by lease from
+	// now and returns when it now ends.
+	Renew(ctx context.Context, key, token string, lease time.Duration) (time.Time, error)
 	// SetTools hands the backend the upstream's tool definitions: their
 	// schemas decide field classes, their annotations policies.
 	SetTools(defs []canon.Tool) error
@@ -151,6 +154,15 @@ func (b *Local) Complete(ctx context.Context, key, token string, result json.Raw
 	return err
 }
 
+// Renew extends the lease under key held by token (ledger.Ledger.Renew).
+func (b *Local) Renew(ctx context.Context, key, token string, lease time.Duration) (time.Time, error) {
+	rec, err := b.ledger.Renew(ctx, b.tenant, key, token, lease)
+	if err != nil {
+		return time.Time{}, err
+	}
+	return time.UnixMilli(rec.LeaseUntil), nil
+}
+
 // Fail records errJSON as the key's failure.
 func (b *Local) Fail(ctx context.Context, key, token string, errJSON json.RawMessage, transient bool) error {
 	class := ledger.ClassPermanent
@@ -197,3 +209,12 @@ func (b *Remote) Fail(ctx context.Context, key, token string, errJSON json.RawMe
 
 // SetTools does nothing: the server's configuration decides.
 func (b *Remote) SetTools([]canon.Tool) error { return nil }
+
+// Renew extends the lease through the server's /v1/renew.
+func (b *Remote) Renew(ctx context.Context, key, token string, lease time.Duration) (time.Time, error) {
+	rec, err := b.c.Renew(ctx, key, token, lease)
+	if err != nil {
+		return time.Time{}, err
+	}
+	return time.UnixMilli(rec.LeaseUntil), nil
+}

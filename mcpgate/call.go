@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/idem-dev/idem/client"
@@ -214,18 +215,22 @@ func (s *session) execute(ctx context.Context, tc *toolCall, res *client.Result)
 		return
 	}
 	defer s.up.forget(tc.fwd.ID)
+	stopRenewing := s.keepLease(res)
+	defer stopRenewing()
 	timer := time.NewTimer(g.cfg.CallTimeout)
 	defer timer.Stop()
 	select {
 	case resp := <-ch:
+		stopRenewing()
 		s.finish(ctx, tc, res, resp, true)
 	case <-timer.C:
+		leaseUntil := stopRenewing()
 		g.markLost(res.Key)
 		s.cancelUpstream(tc.fwd.ID, "idem mcp: no answer within "+g.cfg.CallTimeout.String())
 		s.toolError(ctx, tc, map[string]any{"idem/error": "upstream_timeout", "idem/key": res.Key}, timeoutText(tc.tool, g.cfg.CallTimeout, res.Key))
 		// A late answer is still the truth: record it while the lease holds.
-		until := time.Until(res.LeaseUntil)
-		if res.LeaseUntil.IsZero() || until <= 0 {
+		until := leaseUntil.Sub(g.clock.Now())
+		if leaseUntil.IsZero() || until <= 0 {
 			until = g.cfg.CallTimeout
 		}
 		late := time.NewTimer(until)
@@ -242,6 +247,71 @@ func (s *session) execute(ctx context.Context, tc *toolCall, res *client.Result)
 			s.finish(ctx, tc, res, resp, false)
 		}
 	}
+}
+
+// keepLease renews the lease of res's execution every third of it while
+// the upstream runs the call, so that a call running longer than its lease
+// keeps its key: a twin is answered in_progress and waits, instead of
+// uncertain, and the lease is not there to take over. The lease's length
+// is the one the check granted (res.LeaseUntil from now, by the gateway's
+// clock). A refused renewal (the lease was taken over, or reached the
+// ledger's max_lease) ends the renewals; a failed one is tried again at
+// the next tick. stop ends them and returns the lease's end as last
+// granted (zero when there was none); it may be called more than once.
+func (s *session) keepLease(res *client.Result) (stop func() time.Time) {
+	g := s.g
+	start := g.clock.Now()
+	lease := res.LeaseUntil.Sub(start)
+	if res.LeaseUntil.IsZero() || lease <= 0 || res.Token == "" {
+		return func() time.Time { return res.LeaseUntil }
+	}
+	var mu sync.Mutex
+	until := res.LeaseUntil
+	quit, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-quit:
+				return
+			case <-s.done:
+				return
+			case <-g.clock.After(lease / 3):
+			}
+			rctx, cancel := context.WithTimeout(context.Background(), recordTimeout)
+			next, err := g.backend.Renew(rctx, res.Key, res.Token, lease)
+			cancel()
+			switch {
+			case err == nil:
+				mu.Lock()
+				until = next
+				mu.Unlock()
+			case refusedRenewal(err):
+				g.log.Warn("the lease of a running call could not be renewed", "session", s.id, "key", res.Key, "err", err)
+				return
+			default:
+				g.log.Warn("renewing a running call's lease failed; trying again", "session", s.id, "key", res.Key, "err", err)
+			}
+		}
+	}()
+	var once sync.Once
+	return func() time.Time {
+		once.Do(func() { close(quit); <-done })
+		mu.Lock()
+		defer mu.Unlock()
+		return until
+	}
+}
+
+// refusedRenewal: the ledger will not renew this lease again (taken over,
+// finished, past max_lease), as opposed to a renewal that did not get
+// through.
+func refusedRenewal(err error) bool {
+	if ae, ok := errors.AsType[*client.APIError](err); ok {
+		return ae.Status >= 400 && ae.Status < 500
+	}
+	return errors.Is(err, ledger.ErrStaleToken) || errors.Is(err, ledger.ErrLeaseLimit) ||
+		errors.Is(err, ledger.ErrNotPending) || errors.Is(err, ledger.ErrNotFound)
 }
 
 // late waits for an answer after the client was answered or gave up.

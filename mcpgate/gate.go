@@ -50,6 +50,7 @@ import (
 	"time"
 
 	lru "github.com/hashicorp/golang-lru/v2"
+	"github.com/idem-dev/idem/client"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -60,8 +61,9 @@ type Config struct {
 	// each MCP session a fresh one.
 	Session string
 	// CallTimeout bounds the wait for the upstream's answer to a forwarded
-	// tools/call. Keep it below the ledger's lease: a call still running
-	// when the lease ends is uncertain.
+	// tools/call. While the gateway waits it renews the call's lease every
+	// third of it, so a call that runs longer than its lease keeps its key
+	// (a twin waits for it instead of being answered uncertain).
 	CallTimeout time.Duration
 	// Wait is how long a check waits for a twin in flight (wait_ms) before
 	// answering in_progress.
@@ -75,6 +77,9 @@ type Config struct {
 	// Logger receives keys, tools, decisions and stages, never arguments
 	// or results; nil discards.
 	Logger *slog.Logger
+	// Clock times the lease renewals; nil is the system clock. Tests
+	// inject one.
+	Clock client.Clock
 }
 
 // DefaultConfig returns a 2-minute call timeout, waits of 10 s for a twin,
@@ -107,6 +112,7 @@ type Dialer func(ctx context.Context) (mcp.Connection, error)
 // concurrent use: each Serve is one session.
 type Gateway struct {
 	cfg     Config
+	clock   client.Clock
 	backend Backend
 	log     *slog.Logger
 	tools   *toolSet
@@ -129,7 +135,11 @@ func New(cfg Config, b Backend) (*Gateway, error) {
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	return &Gateway{cfg: cfg, backend: b, log: log, tools: newToolSet(), lost: lost}, nil
+	clock := cfg.Clock
+	if clock == nil {
+		clock = systemClock{}
+	}
+	return &Gateway{cfg: cfg, clock: clock, backend: b, log: log, tools: newToolSet(), lost: lost}, nil
 }
 
 // Serve relays one MCP session between clientConn and an upstream from
@@ -142,6 +152,11 @@ func (g *Gateway) Serve(ctx context.Context, clientConn mcp.Connection, dial Dia
 	}
 	return g.serve(ctx, clientConn, dial, id)
 }
+
+type systemClock struct{}
+
+func (systemClock) Now() time.Time                         { return time.Now() }
+func (systemClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
 
 func (g *Gateway) markLost(key string) {
 	if key != "" {

@@ -38,11 +38,18 @@ type harness struct {
 
 type harnessConfig struct {
 	gate mcpgate.Config
+	// clock, when set, is the ledger's, the funnel's and the gateway's.
+	clock *fakeClock
 	// sampling answers the upstream's sampling requests when set.
 	sampling string
 }
 
 func newLocal(t *testing.T) (*mcpgate.Local, *ledger.Ledger) {
+	return newLocalAt(t, nil)
+}
+
+// newLocalAt is newLocal on clk's time (the system's when nil).
+func newLocalAt(t *testing.T, clk *fakeClock) (*mcpgate.Local, *ledger.Ledger) {
 	t.Helper()
 	bc := badger.DefaultConfig(t.TempDir())
 	bc.SyncWrites = false
@@ -51,7 +58,11 @@ func newLocal(t *testing.T) (*mcpgate.Local, *ledger.Ledger) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close(context.Background()) })
-	led, err := ledger.New(st, ledger.DefaultConfig())
+	lc := ledger.DefaultConfig()
+	if clk != nil {
+		lc.Now = clk.Now
+	}
+	led, err := ledger.New(st, lc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,6 +75,9 @@ func newLocal(t *testing.T) (*mcpgate.Local, *ledger.Ledger) {
 		fc := funnel.DefaultConfig()
 		fc.Budget = time.Minute // no decision here may depend on the machine's speed
 		fc.Tools = cfg.FunnelTools(defs)
+		if clk != nil {
+			fc.Now = clk.Now
+		}
 		return funnel.New(fc, funnel.Deps{Canon: cn, Ledger: led})
 	})
 	if err != nil {
@@ -85,9 +99,12 @@ func upstreamDial(dir string) mcpgate.Dialer {
 func startHarness(t *testing.T, hc harnessConfig) *harness {
 	t.Helper()
 	h := &harness{t: t, dir: t.TempDir()}
-	h.local, h.ledger = newLocal(t)
+	h.local, h.ledger = newLocalAt(t, hc.clock)
 	if hc.gate.CallTimeout == 0 {
 		hc.gate = mcpgate.DefaultConfig()
+	}
+	if hc.clock != nil {
+		hc.gate.Clock = hc.clock
 	}
 	hc.gate.Logger = slog.New(slog.NewTextHandler(testLog{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	gw, err := mcpgate.New(hc.gate, h.local)
@@ -446,4 +463,108 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 
 func clientCheck(tool, args string) client.CheckRequest {
 	return client.CheckRequest{SessionID: "probe", WorkflowID: "probe", StepID: tool, Tool: tool, Arguments: json.RawMessage(args)}
+}
+
+// fakeClock is a clock the test moves: After's channels fire when Advance
+// passes their time.
+type fakeClock struct {
+	mu      sync.Mutex
+	now     time.Time
+	waiters []fakeWaiter
+}
+
+type fakeWaiter struct {
+	at time.Time
+	ch chan time.Time
+}
+
+func newFakeClock() *fakeClock { return &fakeClock{now: time.Now()} }
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) After(d time.Duration) <-chan time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ch := make(chan time.Time, 1)
+	c.waiters = append(c.waiters, fakeWaiter{c.now.Add(d), ch})
+	return ch
+}
+
+// Advance moves the clock by d and fires what is due.
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+	kept := c.waiters[:0]
+	for _, w := range c.waiters {
+		if w.at.After(c.now) {
+			kept = append(kept, w)
+			continue
+		}
+		w.ch <- c.now
+	}
+	c.waiters = kept
+}
+
+func (c *fakeClock) pending() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.waiters)
+}
+
+// TestLongCallKeepsItsLease: while the upstream runs a call for longer
+// than its lease, the gateway renews it, so the key stays held (a twin
+// would wait, not be answered uncertain) and the late result is recorded
+// as the call's.
+func TestLongCallKeepsItsLease(t *testing.T) {
+	clk := newFakeClock()
+	gc := mcpgate.DefaultConfig()
+	gc.Session = "long-call"
+	h := startHarness(t, harnessConfig{gate: gc, clock: clk})
+	lease := ledger.DefaultConfig().Lease
+	ctx := context.Background()
+
+	answer := make(chan *mcp.CallToolResult, 1)
+	go func() {
+		cctx, cancel := context.WithTimeout(ctx, time.Minute)
+		defer cancel()
+		res, err := h.cs.CallTool(cctx, &mcp.CallToolParams{Name: "hang", Arguments: map[string]any{"id": "long-1"}})
+		if err != nil {
+			t.Errorf("tools/call hang: %v", err)
+		}
+		answer <- res
+	}()
+	waitFor(t, "the upstream to start the call", func() bool { return h.calls("hang") == 1 })
+	record := func() ledger.Record {
+		recs, err := h.ledger.Session(ctx, config.DefaultTenant, "long-call", 0, 10)
+		if err != nil || len(recs) != 1 {
+			t.Fatalf("the session's records: %d, %v", len(recs), err)
+		}
+		return recs[0]
+	}
+	claimed := record()
+	// Past the lease the check granted, twice over, a third of it at a
+	// time: each step is due a renewal.
+	for range 6 {
+		waitFor(t, "the gateway to wait for its next renewal", func() bool { return clk.pending() > 0 })
+		clk.Advance(lease / 3)
+		want := clk.Now().Add(lease).UnixMilli()
+		waitFor(t, "the lease to be renewed", func() bool { return record().LeaseUntil == want })
+	}
+	r := record()
+	if r.Status != ledger.StatusPending || r.LeaseUntil <= clk.Now().UnixMilli() || clk.Now().UnixMilli() <= claimed.LeaseUntil {
+		t.Fatalf("at %v after the claim: %s, lease until %v (claimed until %v); want PENDING with a lease that has not ended",
+			clk.Now().Sub(time.UnixMilli(claimed.CreatedAt)), r.Status, time.UnixMilli(r.LeaseUntil), time.UnixMilli(claimed.LeaseUntil))
+	}
+	if err := os.WriteFile(filepath.Join(h.dir, "release"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if res := <-answer; res == nil || res.IsError || resultText(res) != "finished late: long-1" {
+		t.Fatalf("the long call answered %+v", res)
+	}
+	waitFor(t, "the result to be recorded", func() bool { return record().Status == ledger.StatusSuccess })
 }

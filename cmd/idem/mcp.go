@@ -50,7 +50,7 @@ flags:
   --upstream URL      a streamable HTTP upstream (with --listen)
   --listen ADDR       serve streamable HTTP on ADDR (loopback only)
   --session ID        the idem session of every MCP session (default: one per MCP session)
-  --call-timeout D    how long a forwarded tools/call may take (default 2m; keep it below the lease)
+  --call-timeout D    how long a forwarded tools/call may take (default 2m; its lease is renewed meanwhile)
 `
 
 // mcpContext is the context idem mcp runs in; tests replace it.
