@@ -176,7 +176,7 @@ func (f *Funnel) granted(c *check, s *session, got *ledger.Claim) {
 	e := entryOf(&got.Record, f.model, f.dim)
 	e.shape, e.typed, e.read = c.call.ShapeDigest, c.call.TypedDigest, true
 	e = s.add(e)
-	f.joinScope(c, e) // before the embedding is kept: it joins the scope when it lands
+	f.joinScope(c, s, e) // before the embedding is kept: it joins the scope when it lands
 	switch {
 	case !c.call.HasText():
 		e.text = textNone

@@ -245,6 +245,7 @@ type Funnel struct {
 	judge    Judge
 	scorer   Scorer   // nil when off
 	scopes   Searcher // nil without wide scopes
+	landing  landing  // wide-scope calls whose embedding is still coming
 	unit     []float32
 	model    string // the embedder's name ("" without one)
 	dim      int

@@ -1,12 +1,15 @@
 package funnel
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/idem-dev/idem/canon"
 	"github.com/idem-dev/idem/index"
@@ -28,9 +31,13 @@ import (
 // all with one unit vector), searched exactly below index.Config.ANNMin
 // calls of a tag and through an HNSW graph above it; hits are re-scored
 // exactly from their records. The index is a cache of the ledger, loaded
-// through ScopeLoader. Known limit: a call claimed in another session a
-// moment before, whose embedding is still being computed, is not yet in
-// the index (the session fence does not cover wider scopes).
+// through ScopeLoader. A call with text claimed a moment before in another
+// session, whose embedding is still being computed, is not in the index
+// yet: this process keeps it aside (landing) until its embedding lands,
+// and a check of the same scope and tag waits for that embedding within
+// its budget and compares it, or says it could not. (A call claimed
+// through another replica on a shared PostgreSQL ledger is seen once its
+// embedding is written to its record.)
 
 // ScopeKind names a policy's scope.
 type ScopeKind string
@@ -109,7 +116,8 @@ func (f *Funnel) scopeStage(ctx context.Context, c *check) (bool, error) {
 		}
 		return false, err
 	}
-	if !has {
+	coming := f.landing.of(name, tag, c.req.Session)
+	if !has && len(coming) == 0 {
 		return false, nil
 	}
 	query := f.unit
@@ -130,12 +138,33 @@ func (f *Funnel) scopeStage(ctx context.Context, c *check) (bool, error) {
 		}
 		query = c.windows[0]
 	}
-	hits, err := f.scopes.Search(bctx, name, tag, query, f.cfg.TopK)
-	if err != nil {
-		if why, ok := f.whyNot(ctx, bctx, err); ok {
-			return f.uncomparedScope(c, why)
+	var hits []index.Hit
+	if has {
+		hits, err = f.scopes.Search(bctx, name, tag, query, f.cfg.TopK)
+		if err != nil {
+			if why, ok := f.whyNot(ctx, bctx, err); ok {
+				return f.uncomparedScope(c, why)
+			}
+			return false, err
 		}
-		return false, err
+	}
+	// The calls whose embedding is still coming: wait for it.
+	landed := map[string][][]float32{}
+	for _, l := range coming {
+		if slices.ContainsFunc(hits, func(h index.Hit) bool { return h.ID == l.e.key }) {
+			continue
+		}
+		vecs, err := f.awaitLanding(ctx, bctx, c, l)
+		if err != nil {
+			if why, ok := f.whyNot(ctx, bctx, err); ok {
+				return f.uncomparedScope(c, why)
+			}
+			return false, err
+		}
+		if vecs != nil {
+			landed[l.e.key] = vecs
+			hits = append(hits, index.Hit{ID: l.e.key})
+		}
 	}
 	if d, ok := f.scopes.(interface{ Dropped(string) uint64 }); ok {
 		if n := d.Dropped(name); n > 0 {
@@ -164,7 +193,13 @@ func (f *Funnel) scopeStage(ctx context.Context, c *check) (bool, error) {
 		cd := candidate{e: e, score: 1, cosine: 1, got: got, fetched: true}
 		if text {
 			vecs := windowsOf(r.Embedding, f.dim)
-			if r.EmbeddingModel != f.model || len(vecs) == 0 {
+			if r.EmbeddingModel != f.model {
+				vecs = nil
+			}
+			if len(vecs) == 0 {
+				vecs = landed[r.Key]
+			}
+			if len(vecs) == 0 {
 				continue
 			}
 			cosines, mismatch := f.compare(c.windows, vecs)
@@ -213,7 +248,7 @@ func (f *Funnel) uncomparedScope(c *check, why string) (bool, error) {
 // joinScope adds a claimed call to its policy's wide scope: now when its
 // embedding is known (or it has none), else when its embedding lands
 // (see landed). The caller holds the session's lock.
-func (f *Funnel) joinScope(c *check, e *entry) {
+func (f *Funnel) joinScope(c *check, s *session, e *entry) {
 	name := wideScope(c.pol, c.req.Tenant, c.req.Workflow)
 	if name == "" || f.scopes == nil {
 		return
@@ -227,7 +262,95 @@ func (f *Funnel) joinScope(c *check, e *entry) {
 		f.addScope(name, tag, e, c.windows[0])
 	default:
 		e.wide, e.wideTag = name, tag
+		f.landing.add(name, tag, coming{e: e, s: s, session: c.req.Session})
 	}
+}
+
+// landing holds the calls of wide scopes claimed in this process whose
+// embedding has not landed yet (the index holds them once it has), by
+// scope and tag. It is safe for concurrent use.
+type landing struct {
+	mu sync.Mutex
+	m  map[string]map[*entry]coming
+}
+
+// coming is one such call, its session's view (whose lock guards the
+// entry) and its session's ID.
+type coming struct {
+	e       *entry
+	s       *session
+	session string
+}
+
+func landingKey(name, tag string) string { return name + "\x00" + tag }
+
+func (l *landing) add(name, tag string, c coming) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.m == nil {
+		l.m = map[string]map[*entry]coming{}
+	}
+	k := landingKey(name, tag)
+	if l.m[k] == nil {
+		l.m[k] = map[*entry]coming{}
+	}
+	l.m[k][c.e] = c
+}
+
+// done takes e out once it is in the index.
+func (l *landing) done(name, tag string, e *entry) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	k := landingKey(name, tag)
+	delete(l.m[k], e)
+	if len(l.m[k]) == 0 {
+		delete(l.m, k)
+	}
+}
+
+// of lists the calls of name and tag still coming, made in sessions other
+// than session, oldest first.
+func (l *landing) of(name, tag, session string) []coming {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []coming
+	for _, c := range l.m[landingKey(name, tag)] {
+		if c.session != session {
+			out = append(out, c)
+		}
+	}
+	slices.SortFunc(out, func(a, b coming) int { return cmp.Compare(a.e.createdAt, b.e.createdAt) })
+	return out
+}
+
+// awaitLanding returns the embedding of a wide-scope call still coming,
+// waiting for it within bctx; when it is not being computed (its
+// computation failed), it asks for it now. nil, nil: the call has no
+// embedding to wait for (it was not found, or has no text any more).
+func (f *Funnel) awaitLanding(ctx, bctx context.Context, c *check, l coming) ([][]float32, error) {
+	l.s.mu.Lock()
+	vecs, fl := l.e.vecs, l.e.fl
+	l.s.mu.Unlock()
+	if vecs != nil {
+		return vecs, nil
+	}
+	if fl == nil {
+		got, ok, err := f.live(ctx, c, l.e.key)
+		if err != nil || !ok {
+			return nil, err
+		}
+		earlier := f.earlierCall(c, &got.Record)
+		if earlier == nil || !earlier.HasText() {
+			return nil, nil
+		}
+		l.s.mu.Lock()
+		fl, err = f.embedEntry(l.s, c.req.Tenant, l.e, earlier.TextView(), true, c.deadline)
+		l.s.mu.Unlock()
+		if err != nil {
+			return nil, err
+		}
+	}
+	return fl.wait(bctx)
 }
 
 func (f *Funnel) addScope(name, tag string, e *entry, vec []float32) {

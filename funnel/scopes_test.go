@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -135,4 +137,66 @@ func hasNote(res Result, part string) bool {
 		}
 	}
 	return false
+}
+
+// gatedEncoder holds back every batch with a text containing hold until
+// release is closed (held is closed when the first arrives).
+type gatedEncoder struct {
+	Embedder
+	hold          string
+	held, release chan struct{}
+	once          sync.Once
+}
+
+func newGatedEncoder(inner Embedder, hold string) *gatedEncoder {
+	return &gatedEncoder{Embedder: inner, hold: hold, held: make(chan struct{}), release: make(chan struct{})}
+}
+
+func (g *gatedEncoder) Embed(ctx context.Context, texts []string) ([][]float32, error) {
+	if slices.ContainsFunc(texts, func(t string) bool { return strings.Contains(t, g.hold) }) {
+		g.once.Do(func() { close(g.held) })
+		select {
+		case <-g.release:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return g.Embedder.Embed(ctx, texts)
+}
+
+// TestWideScopeWaitsForACallStillBeingEmbedded: a sub-agent re-sends in
+// other words a notification that another session's agent sent a moment
+// before, whose embedding is still being computed (so it is not in the
+// wide scope's index yet). The check waits for that embedding and
+// compares it; when the budget runs out first it says it could not
+// compare, and asks: it never executes as if the scope were empty.
+func TestWideScopeWaitsForACallStillBeingEmbedded(t *testing.T) {
+	hold := "finished; all checks are green"
+	t.Run("embedding lands", func(t *testing.T) {
+		enc := newGatedEncoder(encoder(t), hold)
+		e := newEnv(t, options{policies: scoped(ScopeWorkflow), scopes: true, embedder: enc})
+		a := e.check(t, Request{Session: "agent-a", Workflow: "deploy", Step: "1", Tool: "post_message", Arguments: []byte(notify1)})
+		want(t, a, Execute, StageNew)
+		<-enc.held // agent-a's call is being embedded, after its claim
+		answer := make(chan Result, 1)
+		go func() {
+			answer <- e.check(t, Request{Session: "agent-b", Workflow: "deploy", Step: "2", Tool: "post_message", Arguments: []byte(notify2)})
+		}()
+		close(enc.release)
+		res := <-answer
+		if res.Decision != Confirm || res.Match == nil || res.Match.Key != a.Key || res.Scope != "workflow" {
+			t.Fatalf("agent-b's rewording: %s at %s (%s), match %+v; want confirm naming agent-a's call", res.Decision, res.Stage, res.Reason, res.Match)
+		}
+	})
+	t.Run("budget runs out first", func(t *testing.T) {
+		enc := newGatedEncoder(newMemoEncoder(t, "The nightly deploy of the billing service has finished, and all checks are green."), hold)
+		e := newEnv(t, options{policies: scoped(ScopeWorkflow), scopes: true, embedder: enc, budget: 300 * time.Millisecond})
+		t.Cleanup(func() { close(enc.release) })
+		want(t, e.check(t, Request{Session: "agent-a", Workflow: "deploy", Step: "1", Tool: "post_message", Arguments: []byte(notify1)}), Execute, StageNew)
+		<-enc.held
+		res := e.check(t, Request{Session: "agent-b", Workflow: "deploy", Step: "2", Tool: "post_message", Arguments: []byte(notify2)})
+		if res.Decision != Confirm || res.NotCompared == nil || !res.BudgetExceeded {
+			t.Fatalf("agent-b's rewording while agent-a's call is still being embedded: %s at %s (%s), not compared %+v; want confirm saying the budget ran out", res.Decision, res.Stage, res.Reason, res.NotCompared)
+		}
+	})
 }

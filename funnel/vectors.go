@@ -128,6 +128,7 @@ func (f *Funnel) landed(s *session, tenant string, e *entry, fl *flight, view st
 	}
 	if e.wide != "" {
 		f.addScope(e.wide, e.wideTag, e, fl.windows[0])
+		f.landing.done(e.wide, e.wideTag, e)
 		e.wide, e.wideTag = "", ""
 	}
 	if e.qv == nil {
