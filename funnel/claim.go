@@ -175,6 +175,10 @@ func (f *Funnel) granted(c *check, s *session, got *ledger.Claim) {
 	}
 	e := entryOf(&got.Record, f.model, f.dim)
 	e.shape, e.typed, e.read = c.call.ShapeDigest, c.call.TypedDigest, true
+	// The leaves graded against the session's calls of this shape: the
+	// next call of the shape grades this one with them, instead of
+	// reading its record back.
+	e.leaves = c.leaves
 	e = s.add(e)
 	f.joinScope(c, s, e) // before the embedding is kept: it joins the scope when it lands
 	switch {
