@@ -101,9 +101,10 @@ type Store struct {
 	// acknowledged). Badger only.
 	SyncWrites bool `yaml:"sync_writes"`
 	// SyncDelay, with SyncWrites, is how long a sync round waits for more
-	// writes to join it before it fsyncs (as PostgreSQL's commit_delay):
-	// fewer fsyncs, each costing CPU, for writes that come one at a time,
-	// at up to this much more latency each. 0: no wait. Badger only.
+	// writes to join it before it fsyncs, when more than one session is
+	// writing (as PostgreSQL's commit_delay and commit_siblings): fewer
+	// fsyncs, each costing CPU, at up to this much more latency each. 0:
+	// no wait. Badger only.
 	SyncDelay  time.Duration `yaml:"sync_delay"`
 	GCInterval time.Duration `yaml:"gc_interval"`
 }

@@ -26,6 +26,9 @@ package badger
 // it was asked for before it starts, so that writes coming one at a time
 // share it too: an fsync costs the machine CPU (about 0.2 ms of kernel time
 // on a virtual disk), which key hits running beside the writes then lack.
+// It waits only when writes of more than one session came within the last
+// companyWindow (as PostgreSQL's commit_siblings): a session writing alone
+// would only wait for itself.
 //
 // The logs are Badger's write-ahead logs, found by name in its directory
 // (Badger v4's layout: NNNNN.mem, one per memtable, the highest number the
@@ -81,6 +84,13 @@ type groupSync struct {
 	// replace it before the first write). Set before the loop starts.
 	delay time.Duration
 	after func(time.Duration) <-chan time.Time
+	now   func() time.Time
+	// lastWriter is the session of the last write that said (guarded by
+	// mu); company is when a write of another session than the one before
+	// it came: a round waits Config.SyncDelay only within companyWindow of
+	// that, so a writer alone is never delayed.
+	lastWriter string
+	company    time.Time
 
 	// syncFile makes a log's written data durable: fdatasync where there
 	// is one (the logs never change size but by growing, which it covers).
@@ -102,14 +112,21 @@ type round struct {
 func newGroupSync(db *badger.DB, dir string) *groupSync {
 	return &groupSync{
 		db: db, dir: dir, next: &round{done: make(chan struct{})}, kick: make(chan struct{}, 1),
-		syncFile: fdatasync, after: time.After, files: map[string]*os.File{}, settled: map[string]bool{},
+		syncFile: fdatasync, after: time.After, now: time.Now, files: map[string]*os.File{}, settled: map[string]bool{},
 	}
 }
 
 // wait returns once every commit that returned before the call is durable:
-// at the end of the next round.
-func (g *groupSync) wait() error {
+// at the end of the next round. writer is the session that wrote ("" when
+// not known).
+func (g *groupSync) wait(writer string) error {
 	g.mu.Lock()
+	if writer != "" {
+		if g.lastWriter != "" && writer != g.lastWriter {
+			g.company = g.now()
+		}
+		g.lastWriter = writer
+	}
 	if g.err != nil {
 		err := g.err
 		g.mu.Unlock()
@@ -139,7 +156,7 @@ func (g *groupSync) covered(v uint64) error {
 	if err != nil {
 		return err
 	}
-	return g.wait()
+	return g.wait("")
 }
 
 // run performs rounds as they are asked for, until ctx ends; then it
@@ -153,13 +170,14 @@ func (g *groupSync) run(ctx context.Context) {
 		}
 		g.mu.Lock()
 		idle := g.next.waiters == 0
+		company := g.delay > 0 && g.now().Sub(g.company) < companyWindow(g.delay)
 		g.mu.Unlock()
 		if idle && ctx.Err() == nil {
 			// A kick left by an operation that the last round covered:
 			// nothing waits, nothing to fsync.
 			continue
 		}
-		if g.delay > 0 && ctx.Err() == nil {
+		if company && ctx.Err() == nil {
 			// Let the operations that come within delay join this round.
 			select {
 			case <-g.after(g.delay):
@@ -197,6 +215,12 @@ func (g *groupSync) run(ctx context.Context) {
 			return
 		}
 	}
+}
+
+// companyWindow is how recently writes of two sessions must have come for
+// a round to wait SyncDelay for more.
+func companyWindow(delay time.Duration) time.Duration {
+	return max(10*time.Millisecond, 10*delay)
 }
 
 // round fsyncs what the commits returned so far wrote, and returns the

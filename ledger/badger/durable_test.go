@@ -385,10 +385,10 @@ func TestEmptyLogAfterAPowerCut(t *testing.T) {
 	}
 }
 
-// TestSyncDelayGathersWritesComingOneAtATime: with Config.SyncDelay, claims
-// that come one after the other while a round waits share its one fsync
-// (without it, each would take its own); a claim answers only when that
-// round has ended.
+// TestSyncDelayGathersWritesComingOneAtATime: with Config.SyncDelay, once
+// two sessions are writing, claims that come one after the other while a
+// round waits share its one fsync (without it, each would take its own); a
+// claim answers only when that round has ended.
 func TestSyncDelayGathersWritesComingOneAtATime(t *testing.T) {
 	cfg := DefaultConfig(t.TempDir())
 	cfg.SyncDelay = 5 * time.Millisecond
@@ -408,6 +408,10 @@ func TestSyncDelayGathersWritesComingOneAtATime(t *testing.T) {
 	s.sync.after = func(d time.Duration) <-chan time.Time { asked <- d; return fire }
 	l := newLedger(t, s, nil)
 	ctx := t.Context()
+	// Another session wrote a moment before: company.
+	if _, err := l.Claim(ctx, claimReq("earlier", "k-earlier")); err != nil {
+		t.Fatal(err)
+	}
 
 	const n = 3
 	errs := make(chan error, n)
@@ -447,5 +451,44 @@ func TestSyncDelayValidated(t *testing.T) {
 		if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "SyncDelay") {
 			t.Errorf("SyncDelay %v: %v, want an error naming SyncDelay", d, err)
 		}
+	}
+}
+
+// TestSyncDelayNotForAWriterAlone: a session writing alone never waits for
+// company that is not there: with Config.SyncDelay its writes still start
+// a round at once.
+func TestSyncDelayNotForAWriterAlone(t *testing.T) {
+	cfg := DefaultConfig(t.TempDir())
+	cfg.SyncDelay = 50 * time.Millisecond
+	s, err := Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close(context.Background()) })
+	var delayed atomic.Int64
+	s.sync.after = func(d time.Duration) <-chan time.Time { delayed.Add(1); return time.After(d) }
+	l := newLedger(t, s, nil)
+	ctx := t.Context()
+	for i := range 5 {
+		c, err := l.Claim(ctx, claimReq("alone", fmt.Sprint("k", i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := l.Complete(ctx, "t", fmt.Sprint("k", i), c.Token, json.RawMessage(`{"ok":true}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := delayed.Load(); n != 0 {
+		t.Errorf("one session's 10 writes waited for company %d times, want 0", n)
+	}
+	// A second session: now rounds wait.
+	if _, err := l.Claim(ctx, claimReq("other", "k-other")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Claim(ctx, claimReq("alone", "k-again")); err != nil {
+		t.Fatal(err)
+	}
+	if delayed.Load() == 0 {
+		t.Error("with two sessions writing, no round waited for company")
 	}
 }

@@ -55,9 +55,11 @@ type Config struct {
 	SyncWrites bool
 	// SyncDelay, with SyncWrites, is how long a sync round waits, once an
 	// operation asked for it, for others to join before it fsyncs (as
-	// PostgreSQL's commit_delay): fewer fsyncs for writes that come one at
-	// a time, at up to SyncDelay more latency each. 0 (the default): a
-	// round starts at once; concurrent writes share it anyway.
+	// PostgreSQL's commit_delay), when writes of more than one session
+	// came lately (its commit_siblings; durable.go): fewer fsyncs for
+	// writes that come one at a time, at up to SyncDelay more latency
+	// each. 0 (the default): a round starts at once; concurrent writes
+	// share it anyway.
 	SyncDelay time.Duration
 	// GCInterval is how often the value log is garbage-collected.
 	GCInterval time.Duration
@@ -355,12 +357,13 @@ func itemRecord(txn *badger.Txn, tenant, key string, item *badger.Item) (*ledger
 }
 
 // committed returns once this operation's commits are durable (see
-// durable.go).
-func (s *Store) committed() error {
+// durable.go). writer names whose write it was (tenant and session; ""
+// when unknown), for Config.SyncDelay.
+func (s *Store) committed(writer string) error {
 	if s.sync == nil {
 		return nil
 	}
-	return s.sync.wait()
+	return s.sync.wait(writer)
 }
 
 // durable returns once version v, which this operation read, is durable:
@@ -423,15 +426,16 @@ func (s *Store) updateFenced(ctx context.Context, tenant, key string, f fence, f
 			return s.durable(out.read)
 		}
 		s.notify(rk) // waiters re-read, and wait for the record's durability
-		return s.committed()
+		return s.committed(out.writer)
 	}
 }
 
 // updated is what one transaction of Update did: the version of the
 // record it read (0: none), and whether it wrote.
 type updated struct {
-	read  uint64
-	wrote bool
+	read   uint64
+	wrote  bool
+	writer string // what it wrote: the record's tenant and session
 }
 
 // update runs one transaction of Update. It commits without waiting for
@@ -457,6 +461,7 @@ func (s *Store) update(tenant, key string, rk []byte, f fence, fn func(cur *ledg
 		return out, nil
 	}
 	next.Tenant, next.Key = tenant, key
+	out.writer = tenant + "\x00" + next.Session
 	expires := expiresAt(next.RetainUntil)
 
 	// A large record goes in pieces, durable before the stub naming them
@@ -475,7 +480,7 @@ func (s *Store) update(tenant, key string, rk []byte, f fence, fn func(cur *ledg
 					}
 				}
 			}()
-			if err := s.committed(); err != nil {
+			if err := s.committed(tenant + "\x00" + next.Session); err != nil {
 				return out, err
 			}
 			pieces = &st
@@ -679,7 +684,7 @@ func (s *Store) Delete(ctx context.Context, tenant, key string) error {
 			return translate(err)
 		}
 		s.notify(rk)
-		return s.committed()
+		return s.committed("")
 	}
 }
 
