@@ -28,6 +28,13 @@ import (
 // IDEM_TEST_POSTGRES_DSN set (scripts/with-postgres), on PostgreSQL with a
 // store per replica.
 func TestReplicasRacingTwinsExecuteOnce(t *testing.T) {
+	onReplicaStores(t, raceReplicas)
+}
+
+// onReplicaStores runs fn on the stores of two replicas: one Badger store
+// under both, and, with IDEM_TEST_POSTGRES_DSN set (scripts/with-postgres),
+// a PostgreSQL store each on one schema.
+func onReplicaStores(t *testing.T, fn func(t *testing.T, stores [2]ledger.Store, now func() time.Time)) {
 	t.Run("badger", func(t *testing.T) {
 		scfg := badger.DefaultConfig(t.TempDir())
 		scfg.SyncWrites = false
@@ -36,7 +43,7 @@ func TestReplicasRacingTwinsExecuteOnce(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { store.Close(context.Background()) })
-		raceReplicas(t, [2]ledger.Store{store, store}, time.Now)
+		fn(t, [2]ledger.Store{store, store}, time.Now)
 	})
 	t.Run("postgres", func(t *testing.T) {
 		dsn := pgtest.DSN(t)
@@ -53,7 +60,7 @@ func TestReplicasRacingTwinsExecuteOnce(t *testing.T) {
 			t.Cleanup(func() { ps.Close(context.Background()) })
 			stores[i], now = ps, ps.Now
 		}
-		raceReplicas(t, stores, now)
+		fn(t, stores, now)
 	})
 }
 
@@ -266,4 +273,36 @@ func TestSessionThatKeepsMovingGivesUp(t *testing.T) {
 	if recs, err := e.ledger.Session(t.Context(), "acme", "s1", 0, 0); err != nil || len(recs) != 0 {
 		t.Errorf("session holds %d records (%v), want none", len(recs), err)
 	}
+}
+
+// TestReplicasWideScopeSeesAClaimStillBeingEmbedded: on one ledger, replica
+// A claims a call whose embedding it is still computing (its encoder holds
+// it back); replica B, asked a moment later for a rewording in another
+// session of the workflow, finds A's record without an embedding, embeds it
+// itself and asks for confirmation instead of executing the effect twice.
+func TestReplicasWideScopeSeesAClaimStillBeingEmbedded(t *testing.T) {
+	run := func(t *testing.T, stores [2]ledger.Store, now func() time.Time) {
+		var leds [2]*ledger.Ledger
+		for i, st := range stores {
+			lcfg := ledger.DefaultConfig()
+			lcfg.Now = now
+			l, err := ledger.New(st, lcfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			leds[i] = l
+		}
+		held := newGatedEncoder(encoder(t), "finished; all checks are green")
+		t.Cleanup(func() { close(held.release) })
+		a := newFunnel(t, leds[0], now, options{policies: scoped(ScopeWorkflow), scopes: true, embedder: held})
+		b := newFunnel(t, leds[1], now, options{policies: scoped(ScopeWorkflow), scopes: true})
+		first := checkOn(t, a, Request{Session: "agent-a", Step: "1", Tool: "post_message", Arguments: []byte(notify1)})
+		want(t, first, Execute, StageNew)
+		<-held.held // A is computing its embedding
+		res := checkOn(t, b, Request{Session: "agent-b", Step: "2", Tool: "post_message", Arguments: []byte(notify2)})
+		if res.Decision != Confirm || res.Match == nil || res.Match.Key != first.Key || res.Scope != "workflow" {
+			t.Fatalf("replica B, a rewording of replica A's call: %s at %s (%s), match %+v; want confirm naming A's call", res.Decision, res.Stage, res.Reason, res.Match)
+		}
+	}
+	onReplicaStores(t, run)
 }

@@ -35,9 +35,10 @@ import (
 // session, whose embedding is still being computed, is not in the index
 // yet: this process keeps it aside (landing) until its embedding lands,
 // and a check of the same scope and tag waits for that embedding within
-// its budget and compares it, or says it could not. (A call claimed
-// through another replica on a shared PostgreSQL ledger is seen once its
-// embedding is written to its record.)
+// its budget and compares it, or says it could not. A call whose record
+// holds no embedding (claimed through another replica still computing it,
+// or by a process that stopped first) is loaded as a blind entry, which
+// the check embeds itself.
 
 // ScopeKind names a policy's scope.
 type ScopeKind string
@@ -116,8 +117,8 @@ func (f *Funnel) scopeStage(ctx context.Context, c *check) (bool, error) {
 		}
 		return false, err
 	}
-	coming := f.landing.of(name, tag, c.req.Session)
-	if !has && len(coming) == 0 {
+	incoming := f.landing.of(name, tag, c.req.Session)
+	if !has && len(incoming) == 0 {
 		return false, nil
 	}
 	query := f.unit
@@ -150,7 +151,7 @@ func (f *Funnel) scopeStage(ctx context.Context, c *check) (bool, error) {
 	}
 	// The calls whose embedding is still coming: wait for it.
 	landed := map[string][][]float32{}
-	for _, l := range coming {
+	for _, l := range incoming {
 		if slices.ContainsFunc(hits, func(h index.Hit) bool { return h.ID == l.e.key }) {
 			continue
 		}
@@ -169,6 +170,40 @@ func (f *Funnel) scopeStage(ctx context.Context, c *check) (bool, error) {
 	if d, ok := f.scopes.(interface{ Dropped(string) uint64 }); ok {
 		if n := d.Dropped(name); n > 0 {
 			c.note("the %s's %d oldest calls were not compared: past index.max_per_scope, the index keeps a scope's newest calls only", c.pol.Scope, n)
+		}
+	}
+	// The calls the index knows without their embedding (from the
+	// ledger: claimed by another process or replica, or by a claimant that
+	// stopped first): embed them now.
+	if b, ok := f.scopes.(interface {
+		Blind(ctx context.Context, scope, tag string) ([]string, error)
+	}); ok && text {
+		ids, err := b.Blind(bctx, name, tag)
+		if err != nil {
+			if why, ok := f.whyNot(ctx, bctx, err); ok {
+				return f.uncomparedScope(c, why)
+			}
+			return false, err
+		}
+		ids = slices.DeleteFunc(ids, func(id string) bool {
+			_, ok := landed[id]
+			return ok || slices.ContainsFunc(incoming, func(l coming) bool { return l.e.key == id })
+		})
+		for i, id := range ids {
+			if i == f.cfg.TopK {
+				return f.uncomparedScope(c, fmt.Sprintf("more than %d of its calls had no embedding yet", f.cfg.TopK))
+			}
+			vecs, err := f.embedBlind(ctx, bctx, c, name, tag, id)
+			if err != nil {
+				if why, ok := f.whyNot(ctx, bctx, err); ok {
+					return f.uncomparedScope(c, why)
+				}
+				return false, err
+			}
+			if vecs != nil {
+				landed[id] = vecs
+				hits = append(hits, index.Hit{ID: id})
+			}
 		}
 	}
 	var cands []candidate
@@ -323,6 +358,37 @@ func (l *landing) of(name, tag, session string) []coming {
 	return out
 }
 
+// embedBlind embeds the call of a wide scope's blind entry id (its record
+// holds no embedding): in the check's budget, at the front of the encoder
+// queue. The embedding goes into the index and to the record, so the next
+// check finds it. nil, nil: the record is gone, is this session's, or has
+// no text.
+func (f *Funnel) embedBlind(ctx, bctx context.Context, c *check, name, tag, id string) ([][]float32, error) {
+	got, ok, err := f.live(ctx, c, id)
+	if err != nil || !ok {
+		return nil, err
+	}
+	r := &got.Record
+	if r.Session == c.req.Session || r.Status == ledger.StatusFailed {
+		return nil, nil
+	}
+	earlier := f.earlierCall(c, r)
+	if earlier == nil || !earlier.HasText() {
+		return nil, nil
+	}
+	fl, err := f.submit(earlier.TextView(), true, c.deadline)
+	if err != nil {
+		return nil, err
+	}
+	vecs, err := fl.wait(bctx)
+	if err != nil {
+		return nil, err
+	}
+	f.addScope(name, tag, &entry{key: id, createdAt: r.CreatedAt}, vecs[0])
+	f.queueWrite(write{tenant: c.req.Tenant, key: id, seq: r.Seq, hash: r.Hash, vec: slices.Concat(vecs...)})
+	return vecs, nil
+}
+
 // awaitLanding returns the embedding of a wide-scope call still coming,
 // waiting for it within bctx; when it is not being computed (its
 // computation failed), it asks for it now. nil, nil: the call has no
@@ -370,8 +436,8 @@ type ScopeLedger interface {
 // them) from the ledger: each call created after afterSeq (Unix ms), under
 // its scopeTag, with the first window of its embedding by model (calls
 // without text with the unit vector; a call with text whose record holds
-// no embedding yet is left out until a check embeds it). cn reads a
-// record's call back to tell a call without text.
+// no embedding yet as a blind entry, which a check of the scope embeds).
+// cn reads a record's call back to tell a call without text.
 func ScopeLoader(l ScopeLedger, cn *canon.Canonicalizer, model string, dim int) index.Loader {
 	return index.LoaderFunc(func(ctx context.Context, scope string, after uint64) ([]index.Entry, uint64, error) {
 		tenant, kind, ok := strings.Cut(scope, "\x00")
@@ -407,8 +473,15 @@ func ScopeLoader(l ScopeLedger, cn *canon.Canonicalizer, model string, dim int) 
 				out = append(out, index.Entry{ID: r.Key, Tag: scopeTag(r.Tool, r.Identity, true), Seq: uint64(r.CreatedAt), Vector: w[0]})
 				continue
 			}
-			if call, err := cn.Canonicalize(r.Tool, r.Canonical); err == nil && !call.HasText() {
+			call, err := cn.Canonicalize(r.Tool, r.Canonical)
+			switch {
+			case err != nil:
+			case !call.HasText():
 				out = append(out, index.Entry{ID: r.Key, Tag: scopeTag(r.Tool, r.Identity, false), Seq: uint64(r.CreatedAt), Vector: u})
+			default:
+				// Text, no embedding yet (being computed, or its claimant
+				// stopped first): a check of the scope embeds it.
+				out = append(out, index.Entry{ID: r.Key, Tag: scopeTag(r.Tool, r.Identity, true), Seq: uint64(r.CreatedAt), Blind: true})
 			}
 		}
 		return out, through, nil

@@ -200,3 +200,29 @@ func TestWideScopeWaitsForACallStillBeingEmbedded(t *testing.T) {
 		}
 	})
 }
+
+// TestWideScopeComparesABlindRecord: another session's call whose record
+// holds no embedding (its claimant could not embed it, and stopped: as a
+// process that crashed, or a replica still computing it) is listed by the
+// wide scope as blind; a later rewording in another session embeds it and
+// is caught, instead of executing as if the scope were empty.
+func TestWideScopeComparesABlindRecord(t *testing.T) {
+	led := openStore(t, t.TempDir())
+	a := newFunnel(t, led, time.Now, options{policies: scoped(ScopeWorkflow), scopes: true, embedder: brokenEncoder{encoder(t)}})
+	first := checkOn(t, a, Request{Session: "agent-a", Step: "1", Tool: "post_message", Arguments: []byte(notify1)})
+	want(t, first, Execute, StageNew)
+	closeFunnel(t, a)
+	if got, err := led.Get(context.Background(), "acme", first.Key); err != nil || len(got.Record.Embedding) != 0 {
+		t.Fatalf("agent-a's record: %d embedding values, %v; want none", len(got.Record.Embedding), err)
+	}
+
+	b := newFunnel(t, led, time.Now, options{policies: scoped(ScopeWorkflow), scopes: true})
+	res := checkOn(t, b, Request{Session: "agent-b", Step: "2", Tool: "post_message", Arguments: []byte(notify2)})
+	if res.Decision != Confirm || res.Match == nil || res.Match.Key != first.Key {
+		t.Fatalf("agent-b's rewording: %s at %s (%s), match %+v; want confirm naming agent-a's call", res.Decision, res.Stage, res.Reason, res.Match)
+	}
+	settle(t, b) // the embedding it computed is written to agent-a's record
+	if got, err := led.Get(context.Background(), "acme", first.Key); err != nil || len(got.Record.Embedding) == 0 {
+		t.Errorf("agent-a's record after the check embedded it: %d embedding values, %v", len(got.Record.Embedding), err)
+	}
+}

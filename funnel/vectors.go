@@ -37,7 +37,7 @@ type write struct {
 	seq, hash   uint64
 	vec         []float32
 	// s and e are the view and entry to drop the exact vectors from once
-	// the record holds them.
+	// the record holds them (nil: none).
 	s *session
 	e *entry
 }
@@ -171,9 +171,11 @@ func (f *Funnel) writeOne(ctx context.Context, w write) {
 		if err == nil {
 			// The record holds the exact vectors now: the view keeps
 			// only the quantized ones.
-			w.s.mu.Lock()
-			w.e.vecs = nil
-			w.s.mu.Unlock()
+			if w.s != nil {
+				w.s.mu.Lock()
+				w.e.vecs = nil
+				w.s.mu.Unlock()
+			}
 			return
 		}
 		if errors.Is(err, ledger.ErrNotFound) {

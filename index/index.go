@@ -53,11 +53,13 @@
 package index
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -99,6 +101,10 @@ type Entry struct {
 	// Vector has Config.Dim values; it need not be normalized (the index
 	// stores a normalized copy) but must be non-zero and finite.
 	Vector []float32
+	// Blind marks a call whose vector is not known yet (its embedding is
+	// still to be computed): Vector is ignored, Search does not return it,
+	// Blind lists it, until an entry with a vector replaces it.
+	Blind bool
 }
 
 // Hit is one search result.
@@ -281,11 +287,12 @@ type scope struct {
 	pos       map[string]int
 	tagIDs    map[string]uint32
 	nextOrder uint64
-	through   uint64               // the highest Seq the Loader has covered
-	dead      bool                 // dropped from the index; writers must look the scope up again
-	perTag    []int                // rows per tag
-	graphs    map[uint32]*annGraph // by tag: the partitions searched through a graph
-	dropped   uint64               // calls left out by the MaxPerScope bound since the scope was loaded
+	through   uint64                       // the highest Seq the Loader has covered
+	dead      bool                         // dropped from the index; writers must look the scope up again
+	perTag    []int                        // rows per tag
+	graphs    map[uint32]*annGraph         // by tag: the partitions searched through a graph
+	dropped   uint64                       // calls left out by the MaxPerScope bound since the scope was loaded
+	blind     map[string]map[string]uint64 // by tag: the blind entries' IDs and Seqs
 }
 
 // New returns an index for cfg. loader may be nil: scopes then live only in
@@ -382,6 +389,9 @@ func (f *Flat) Add(scope string, entries ...Entry) error {
 		if e.ID == "" {
 			return fmt.Errorf("add entry %d: %w: empty ID", i, ErrInvalidArgument)
 		}
+		if e.Blind {
+			continue
+		}
 		n, err := f.norm(e.Vector)
 		if err != nil {
 			return fmt.Errorf("add entry %d: %w", i, err)
@@ -400,6 +410,10 @@ func (f *Flat) Add(scope string, entries ...Entry) error {
 		}
 		before := len(s.ids)
 		for i, e := range entries {
+			if e.Blind {
+				s.addBlind(e)
+				continue
+			}
 			s.upsert(f, e, inv[i], true)
 		}
 		f.total.Add(int64(len(s.ids) - before))
@@ -419,6 +433,9 @@ func (f *Flat) Delete(scope, id string) bool {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	for _, b := range s.blind {
+		delete(b, id)
+	}
 	i, ok := s.pos[id]
 	if !ok {
 		return false
@@ -496,7 +513,45 @@ func (f *Flat) Has(ctx context.Context, scope, tag string) (bool, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	_, ok := s.tagIDs[tag]
-	return ok, nil
+	return ok || len(s.blind[tag]) > 0, nil
+}
+
+// Blind lists the blind entries of scope tagged tag (Entry.Blind), oldest
+// first, loading the scope as Search does: calls the caller must embed
+// itself to compare.
+func (f *Flat) Blind(ctx context.Context, scope, tag string) ([]string, error) {
+	if scope == "" {
+		return nil, fmt.Errorf("blind: %w: empty scope", ErrInvalidArgument)
+	}
+	s, err := f.current(ctx, scope)
+	if err != nil || s == nil {
+		return nil, err
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	b := s.blind[tag]
+	ids := make([]string, 0, len(b))
+	for id := range b {
+		ids = append(ids, id)
+	}
+	slices.SortFunc(ids, func(x, y string) int {
+		if c := cmp.Compare(b[x], b[y]); c != 0 {
+			return c
+		}
+		return strings.Compare(x, y)
+	})
+	return ids, nil
+}
+
+// addBlind records a blind entry. s.mu must be held for writing.
+func (s *scope) addBlind(e Entry) {
+	if s.blind == nil {
+		s.blind = map[string]map[string]uint64{}
+	}
+	if s.blind[e.Tag] == nil {
+		s.blind[e.Tag] = map[string]uint64{}
+	}
+	s.blind[e.Tag][e.ID] = e.Seq
 }
 
 // current returns scope as a search should see it: loaded through the
@@ -628,8 +683,13 @@ func (f *Flat) sync(ctx context.Context, s *scope, full bool) error {
 func (f *Flat) apply(s *scope, entries []Entry, after, through uint64) {
 	valid := make([]Entry, 0, len(entries))
 	inv := make([]float32, 0, len(entries))
+	var blind []Entry
 	for _, e := range entries {
 		through = max(through, e.Seq)
+		if e.Blind && e.ID != "" && (e.Seq > after || after == 0) {
+			blind = append(blind, e)
+			continue
+		}
 		n, err := f.norm(e.Vector)
 		if err != nil || e.ID == "" || e.Seq <= after && after > 0 {
 			f.skipped.Add(1)
@@ -667,6 +727,11 @@ func (f *Flat) apply(s *scope, entries []Entry, after, through uint64) {
 		s.mu.Unlock()
 	}
 	s.mu.Lock()
+	for _, e := range blind {
+		if _, held := s.pos[e.ID]; !held {
+			s.addBlind(e)
+		}
+	}
 	before := len(s.ids)
 	for i, e := range valid {
 		s.upsert(f, e, inv[i], false)
@@ -793,6 +858,9 @@ func (s *scope) upsert(f *Flat, e Entry, inv float32, force bool) {
 		s.pos[e.ID] = i
 	} else {
 		s.untag(f, i)
+	}
+	if b := s.blind[e.Tag]; b != nil {
+		delete(b, e.ID)
 	}
 	vek32.MulNumber_Into(s.vecs[i*d:(i+1)*d], e.Vector, inv)
 	s.ids[i], s.tags[i], s.seqs[i], s.orders[i] = e.ID, tag, e.Seq, s.nextOrder

@@ -833,3 +833,48 @@ func TestDroppedCountsCallsPastTheBound(t *testing.T) {
 		t.Errorf("a scope within its bound: Dropped = %d, want 0", n)
 	}
 }
+
+// TestBlindEntries: a call whose vector is not known yet is listed by
+// Blind (and makes Has true) but never returned by Search, until an entry
+// with its vector replaces it; the Loader may list blind entries too, and
+// Delete forgets them.
+func TestBlindEntries(t *testing.T) {
+	ctx := context.Background()
+	q := []float32{1, 0, 0, 0}
+	f, _ := newIndex(t, smallConfig(), nil)
+	if err := f.Add("s", Entry{ID: "b", Tag: "t", Seq: 2, Blind: true}, Entry{ID: "a", Tag: "t", Seq: 1, Blind: true}); err != nil {
+		t.Fatal(err)
+	}
+	if has, err := f.Has(ctx, "s", "t"); err != nil || !has {
+		t.Errorf("Has with only blind entries: %v, %v", has, err)
+	}
+	if got := ids(mustSearch(t, f, "s", "t", q, 10)); len(got) != 0 {
+		t.Errorf("Search returned blind entries %v", got)
+	}
+	if got, err := f.Blind(ctx, "s", "t"); err != nil || !slices.Equal(got, []string{"a", "b"}) {
+		t.Errorf("Blind = %v, %v; want [a b], oldest first", got, err)
+	}
+	if err := f.Add("s", ent("a", "t", 1, 1, 0, 0, 0)); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := f.Blind(ctx, "s", "t"); !slices.Equal(got, []string{"b"}) {
+		t.Errorf("after a's vector came: Blind = %v, want [b]", got)
+	}
+	if got := ids(mustSearch(t, f, "s", "t", q, 10)); !slices.Equal(got, []string{"a"}) {
+		t.Errorf("after a's vector came: Search = %v, want [a]", got)
+	}
+	f.Delete("s", "b")
+	if got, _ := f.Blind(ctx, "s", "t"); len(got) != 0 {
+		t.Errorf("after Delete: Blind = %v", got)
+	}
+
+	l := newFakeLedger()
+	l.append("w", ent("v", "t", 1, 1, 0, 0, 0), Entry{ID: "x", Tag: "t", Seq: 2, Blind: true})
+	g, _ := newIndex(t, smallConfig(), l)
+	if got, err := g.Blind(ctx, "w", "t"); err != nil || !slices.Equal(got, []string{"x"}) {
+		t.Errorf("a loaded scope: Blind = %v, %v; want [x]", got, err)
+	}
+	if got := ids(mustSearch(t, g, "w", "t", q, 10)); !slices.Equal(got, []string{"v"}) {
+		t.Errorf("a loaded scope: Search = %v, want [v]", got)
+	}
+}
