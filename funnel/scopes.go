@@ -1,7 +1,6 @@
 package funnel
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -9,7 +8,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 
 	"github.com/idem-dev/idem/canon"
 	"github.com/idem-dev/idem/index"
@@ -299,124 +297,6 @@ func (f *Funnel) joinScope(c *check, s *session, e *entry) {
 		e.wide, e.wideTag = name, tag
 		f.landing.add(name, tag, coming{e: e, s: s, session: c.req.Session})
 	}
-}
-
-// landing holds the calls of wide scopes claimed in this process whose
-// embedding has not landed yet (the index holds them once it has), by
-// scope and tag. It is safe for concurrent use.
-type landing struct {
-	mu sync.Mutex
-	m  map[string]map[*entry]coming
-}
-
-// coming is one such call, its session's view (whose lock guards the
-// entry) and its session's ID.
-type coming struct {
-	e       *entry
-	s       *session
-	session string
-}
-
-func landingKey(name, tag string) string { return name + "\x00" + tag }
-
-func (l *landing) add(name, tag string, c coming) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.m == nil {
-		l.m = map[string]map[*entry]coming{}
-	}
-	k := landingKey(name, tag)
-	if l.m[k] == nil {
-		l.m[k] = map[*entry]coming{}
-	}
-	l.m[k][c.e] = c
-}
-
-// done takes e out once it is in the index.
-func (l *landing) done(name, tag string, e *entry) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	k := landingKey(name, tag)
-	delete(l.m[k], e)
-	if len(l.m[k]) == 0 {
-		delete(l.m, k)
-	}
-}
-
-// of lists the calls of name and tag still coming, made in sessions other
-// than session, oldest first.
-func (l *landing) of(name, tag, session string) []coming {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var out []coming
-	for _, c := range l.m[landingKey(name, tag)] {
-		if c.session != session {
-			out = append(out, c)
-		}
-	}
-	slices.SortFunc(out, func(a, b coming) int { return cmp.Compare(a.e.createdAt, b.e.createdAt) })
-	return out
-}
-
-// embedBlind embeds the call of a wide scope's blind entry id (its record
-// holds no embedding): in the check's budget, at the front of the encoder
-// queue. The embedding goes into the index and to the record, so the next
-// check finds it. nil, nil: the record is gone, is this session's, or has
-// no text.
-func (f *Funnel) embedBlind(ctx, bctx context.Context, c *check, name, tag, id string) ([][]float32, error) {
-	got, ok, err := f.live(ctx, c, id)
-	if err != nil || !ok {
-		return nil, err
-	}
-	r := &got.Record
-	if r.Session == c.req.Session || r.Status == ledger.StatusFailed {
-		return nil, nil
-	}
-	earlier := f.earlierCall(c, r)
-	if earlier == nil || !earlier.HasText() {
-		return nil, nil
-	}
-	fl, err := f.submit(earlier.TextView(), true, c.deadline)
-	if err != nil {
-		return nil, err
-	}
-	vecs, err := fl.wait(bctx)
-	if err != nil {
-		return nil, err
-	}
-	f.addScope(name, tag, &entry{key: id, createdAt: r.CreatedAt}, vecs[0])
-	f.queueWrite(write{tenant: c.req.Tenant, key: id, seq: r.Seq, hash: r.Hash, vec: slices.Concat(vecs...)})
-	return vecs, nil
-}
-
-// awaitLanding returns the embedding of a wide-scope call still coming,
-// waiting for it within bctx; when it is not being computed (its
-// computation failed), it asks for it now. nil, nil: the call has no
-// embedding to wait for (it was not found, or has no text any more).
-func (f *Funnel) awaitLanding(ctx, bctx context.Context, c *check, l coming) ([][]float32, error) {
-	l.s.mu.Lock()
-	vecs, fl := l.e.vecs, l.e.fl
-	l.s.mu.Unlock()
-	if vecs != nil {
-		return vecs, nil
-	}
-	if fl == nil {
-		got, ok, err := f.live(ctx, c, l.e.key)
-		if err != nil || !ok {
-			return nil, err
-		}
-		earlier := f.earlierCall(c, &got.Record)
-		if earlier == nil || !earlier.HasText() {
-			return nil, nil
-		}
-		l.s.mu.Lock()
-		fl, err = f.embedEntry(l.s, c.req.Tenant, l.e, earlier.TextView(), true, c.deadline)
-		l.s.mu.Unlock()
-		if err != nil {
-			return nil, err
-		}
-	}
-	return fl.wait(bctx)
 }
 
 func (f *Funnel) addScope(name, tag string, e *entry, vec []float32) {
