@@ -305,6 +305,10 @@ func (id *IdentityLeaves) compare(b *IdentityLeaves, ref Date, stop bool) Compar
 	if id.tool != b.tool {
 		return Comparison{Overall: Different}
 	}
+	same := len(id.leaves) == len(b.leaves) && samePaths(id.leaves, b.leaves)
+	if stop && same && id.unreadable(b) {
+		return Comparison{Overall: Different}
+	}
 	g := grader{a: id, b: b, ref: ref.date()}
 	out := Comparison{Overall: Equal, Leaves: make([]LeafGrade, 0, len(id.leaves))}
 	add := func(lg LeafGrade) {
@@ -322,7 +326,7 @@ func (id *IdentityLeaves) compare(b *IdentityLeaves, ref Date, stop bool) Compar
 			add(g.leaf(la, lb))
 		}
 	}
-	if len(id.leaves) == len(b.leaves) && samePaths(id.leaves, b.leaves) {
+	if same {
 		for i := range id.leaves {
 			if pair(&id.leaves[i], &b.leaves[i]); done() {
 				break
@@ -355,6 +359,31 @@ func (id *IdentityLeaves) compare(b *IdentityLeaves, ref Date, stop bool) Compar
 		}
 	}
 	return out
+}
+
+// unreadable reports whether a leaf of id differs from b's on the same
+// path (the paths are the same) in a way no reading can take back: both
+// typed, neither a date nor money, or code; or readings off. Then b does
+// not restate id, and Restates says so without grading every leaf.
+func (id *IdentityLeaves) unreadable(b *IdentityLeaves) bool {
+	r := id.rules
+	for i := range id.leaves {
+		la, lb := &id.leaves[i], &b.leaves[i]
+		if la.soft || lb.soft || la.same(lb) {
+			continue
+		}
+		if r == nil || r.readings == 0 {
+			return true
+		}
+		ka, kb := typedKind(la.typed), typedKind(lb.typed)
+		if ka == "date" || kb == "date" || ka == "money" || kb == "money" {
+			continue // read, dispatches on these first
+		}
+		if la.typed != "" && lb.typed != "" || la.code || lb.code {
+			return true
+		}
+	}
+	return false
 }
 
 func samePaths(a, b []idLeaf) bool {
