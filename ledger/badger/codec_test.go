@@ -59,8 +59,9 @@ func TestDecodeRecordOfVersion1(t *testing.T) {
 	}
 }
 
-// TestRecordKeepsConfirmed: Confirmed goes through the codec, and is the
-// only change a record of version 1 needs.
+// TestRecordKeepsConfirmed: Confirmed goes through the codec within
+// encodedBound; a version newer than this code, and version 1 bytes
+// carrying a Confirmed, are refused as corrupt.
 func TestRecordKeepsConfirmed(t *testing.T) {
 	r := v1Record
 	r.Confirmed = "wf-1:1:send_email"
