@@ -220,11 +220,15 @@ type Record struct {
 	Hash           string          `json:"hash"`
 	IdentityDigest string          `json:"identity_digest"`
 	Attempt        int             `json:"attempt"`
-	LeaseUntil     int64           `json:"lease_until_ms"`
-	CreatedAt      int64           `json:"created_at_ms"`
-	UpdatedAt      int64           `json:"updated_at_ms"`
-	RetainUntil    int64           `json:"retain_until_ms"`
-	Seq            uint64          `json:"seq"`
+	// Confirmed is the key of the earlier call the check confirmed this
+	// execution as another action than (CheckRequest.Confirmed); empty
+	// when it was not confirmed.
+	Confirmed   string `json:"confirmed,omitempty"`
+	LeaseUntil  int64  `json:"lease_until_ms"`
+	CreatedAt   int64  `json:"created_at_ms"`
+	UpdatedAt   int64  `json:"updated_at_ms"`
+	RetainUntil int64  `json:"retain_until_ms"`
+	Seq         uint64 `json:"seq"`
 }
 
 // Workflow is a workflow's records in arrival order.

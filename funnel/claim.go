@@ -141,6 +141,7 @@ func (f *Funnel) claimRequest(c *check) ledger.ClaimRequest {
 		Tenant: c.req.Tenant, Key: c.key, Session: c.req.Session, Workflow: c.req.Workflow,
 		Step: c.req.Step, Tool: c.req.Tool, Canonical: c.call.Canonical, Hash: c.call.Hash,
 		Identity: c.call.IdentityDigest, Attempt: c.req.Attempt.Number, Lease: c.pol.Lease,
+		Confirmed: c.req.Confirmed,
 	}
 	if c.fl != nil {
 		if w := c.fl.ready(); w != nil {

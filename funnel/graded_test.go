@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/idem-dev/idem/canon"
+	"github.com/idem-dev/idem/ledger"
 )
 
 // The graded identity gate: an earlier call whose identity values the new
@@ -122,8 +123,16 @@ func TestConfirmedRunsOnce(t *testing.T) {
 	if !strings.Contains(strings.Join(confirmed.Notes, "\n"), "confirmed as another action than the earlier call "+asked.Match.Key) {
 		t.Errorf("notes %q do not record the confirmation", confirmed.Notes)
 	}
-	if _, err := e.ledger.Complete(context.Background(), "acme", confirmed.Key, confirmed.Token, json.RawMessage(`{"message_id":"m-2"}`)); err != nil {
+	rec, err := e.ledger.Complete(context.Background(), "acme", confirmed.Key, confirmed.Token, json.RawMessage(`{"message_id":"m-2"}`))
+	if err != nil {
 		t.Fatal(err)
+	}
+	// The executed call's record names the call it was confirmed distinct from.
+	if rec.Confirmed != asked.Match.Key {
+		t.Errorf("the confirmed execution's record has confirmed %q, want %q", rec.Confirmed, asked.Match.Key)
+	}
+	if got, err := e.ledger.Get(context.Background(), "acme", asked.Match.Key); err != nil || got.Record.Confirmed != "" {
+		t.Errorf("the earlier call's record has confirmed %q (%v), want none", got.Record.Confirmed, err)
 	}
 	// The same confirmed call again, under another step: it repeats the
 	// confirmed execution.
@@ -131,6 +140,17 @@ func TestConfirmedRunsOnce(t *testing.T) {
 	want(t, again, Duplicate, StageExact)
 	if string(again.Match.Result) != `{"message_id":"m-2"}` {
 		t.Errorf("replayed %s, want the confirmed execution's result", again.Match.Result)
+	}
+	// A confirmed execution that died, taken over: the takeover's record
+	// names the confirmation too.
+	charge := Request{Step: "6", Tool: "charge", Arguments: []byte(`{"card":"tok_123","amount":50}`), Confirmed: asked.Match.Key}
+	want(t, e.check(t, charge), Execute, StageNew)
+	e.clock.advance(ledger.DefaultConfig().Lease + time.Second)
+	charge.Takeover = true
+	took := e.check(t, charge)
+	want(t, took, Execute, StageKey)
+	if got, err := e.ledger.Get(context.Background(), "acme", took.Key); err != nil || got.Record.Confirmed != asked.Match.Key {
+		t.Errorf("the taken-over execution's record has confirmed %q (%v), want %q", got.Record.Confirmed, err, asked.Match.Key)
 	}
 	// A confirmation names a key: bad ones are the caller's error.
 	if _, err := e.f.Check(context.Background(), Request{Tenant: "acme", Session: "s1", Workflow: "wf", Step: "4", Tool: "send_email",

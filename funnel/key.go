@@ -91,6 +91,7 @@ func (f *Funnel) takeover(ctx context.Context, c *check) error {
 		Tenant: c.req.Tenant, Key: c.key, Session: c.req.Session, Workflow: c.req.Workflow,
 		Step: c.req.Step, Tool: c.req.Tool, Canonical: c.call.Canonical, Hash: c.call.Hash,
 		Identity: c.call.IdentityDigest, Attempt: c.req.Attempt.Number, Lease: c.pol.Lease,
+		Confirmed: c.req.Confirmed,
 	}
 	got, err := f.ledger.Takeover(ctx, req)
 	if err != nil {

@@ -102,6 +102,11 @@ type ClaimRequest struct {
 	EmbeddingModel string
 
 	Attempt int
+	// Confirmed is the key of an earlier call the caller confirmed this
+	// call to be another action than (empty: none); the claim stores it on
+	// the record it writes, so the record says what it was executed under.
+	// When set, it must be a valid key (see CheckKey).
+	Confirmed string
 	// Lease overrides Config.Lease for this claim when positive; it is cut
 	// to Config.MaxLease.
 	Lease time.Duration
@@ -132,6 +137,11 @@ func (l *Ledger) checkClaim(req *ClaimRequest) error {
 	} {
 		if len(f.v) > MaxKeyBytes {
 			return tooLarge(f.name, len(f.v), MaxKeyBytes)
+		}
+	}
+	if req.Confirmed != "" {
+		if err := CheckKey("confirmed", req.Confirmed); err != nil {
+			return err
 		}
 	}
 	if len(req.Canonical) > l.cfg.MaxResultBytes {
@@ -221,7 +231,7 @@ func (l *Ledger) claim(ctx context.Context, req ClaimRequest, takeover bool) (Cl
 			Session: req.Session, Workflow: req.Workflow, Step: req.Step, Tool: req.Tool,
 			Canonical: req.Canonical, Hash: req.Hash, Identity: req.Identity,
 			Embedding: req.Embedding, EmbeddingModel: req.EmbeddingModel,
-			Status: StatusPending, Attempt: req.Attempt, Token: token,
+			Status: StatusPending, Attempt: req.Attempt, Token: token, Confirmed: req.Confirmed,
 			LeaseUntil: now.Add(lease).UnixMilli(), CreatedAt: ms, UpdatedAt: ms,
 			RetainUntil: now.Add(lease + l.cfg.Retention).UnixMilli(),
 		}

@@ -118,6 +118,10 @@ type Record struct {
 
 	Attempt int    // the caller's attempt number for this claim
 	Token   string // lease token of the current claim; empty in records returned to non-holders
+	// Confirmed is the key of an earlier call this execution was confirmed
+	// as another action than (the caller's confirmed, after a confirm
+	// decision named that call); empty otherwise. Set by the claim.
+	Confirmed string
 
 	LeaseUntil  int64  // when the PENDING lease expires (ms)
 	CreatedAt   int64  // when the key was first claimed (ms)

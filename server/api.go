@@ -91,6 +91,7 @@ type Record struct {
 	Hash           string          `json:"hash"`
 	IdentityDigest string          `json:"identity_digest"`
 	Attempt        int             `json:"attempt"`
+	Confirmed      string          `json:"confirmed,omitempty"` // the earlier call's key the check confirmed this execution as another action than; omitted when none
 	LeaseUntil     int64           `json:"lease_until_ms"`
 	CreatedAt      int64           `json:"created_at_ms"`
 	UpdatedAt      int64           `json:"updated_at_ms"`
@@ -109,7 +110,7 @@ func recordOf(r *ledger.Record, outcome ledger.Outcome) Record {
 		Key: r.Key, SessionID: r.Session, WorkflowID: r.Workflow, StepID: r.Step, Tool: r.Tool,
 		Status: r.Status.String(), NextCheck: nextCheck(outcome), Result: r.Result, Error: r.Error,
 		Hash: fmt.Sprintf("%016x", r.Hash), IdentityDigest: fmt.Sprintf("%016x", r.Identity),
-		Attempt: r.Attempt, LeaseUntil: r.LeaseUntil, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
+		Attempt: r.Attempt, Confirmed: r.Confirmed, LeaseUntil: r.LeaseUntil, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
 		RetainUntil: r.RetainUntil, Seq: r.Seq,
 	}
 	if r.Status == ledger.StatusFailed {

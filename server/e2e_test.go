@@ -680,3 +680,53 @@ func TestReferenceTime(t *testing.T) {
 		t.Fatalf("next Monday said on March 1st after step 3: %+v", back)
 	}
 }
+
+// TestConfirmedExecutionsRecordIt: a call checked again with confirmed
+// after a confirm executes, and its record (GET /v1/records/{key}, the
+// completion's answer, the workflow listing) names the earlier call it was
+// confirmed as another action than; a record not confirmed has no
+// confirmed field.
+func TestConfirmedExecutionsRecordIt(t *testing.T) {
+	e := start(t, options{})
+	c := e.client("")
+	ctx := context.Background()
+	first := client.CheckRequest{SessionID: "s1", WorkflowID: "wf", StepID: "1", Tool: "send_email",
+		Arguments: emailArgs("ann@example.com", "Hello Ann, here is your invoice for March.")}
+	r1, err := c.Check(ctx, first)
+	if err != nil || r1.Decision != client.Execute {
+		t.Fatalf("first call: %+v %v", r1, err)
+	}
+	if _, err := c.Complete(ctx, r1.Key, r1.Token, json.RawMessage(`{"message_id":"m-1"}`)); err != nil {
+		t.Fatal(err)
+	}
+	near := client.CheckRequest{SessionID: "s1", WorkflowID: "wf", StepID: "2", Tool: "send_email",
+		Arguments: emailArgs("ann@example.com", "Hi Ann, here is your March invoice.")}
+	asked, err := c.Check(ctx, near)
+	if err != nil || asked.Decision != client.Confirm || asked.Match == nil || asked.Match.Key != r1.Key {
+		t.Fatalf("reworded call: %+v %v", asked, err)
+	}
+	near.Confirmed = asked.Match.Key
+	r2, err := c.Check(ctx, near)
+	if err != nil || r2.Decision != client.Execute {
+		t.Fatalf("confirmed call: %+v %v", r2, err)
+	}
+	status, _, body := e.raw("GET", "/v1/records/"+url.PathEscape(r2.Key), "", "", nil)
+	if status != 200 || !strings.Contains(string(body), `"confirmed":"wf:1:send_email"`) {
+		t.Fatalf("GET the confirmed call's record while it runs: %d %s", status, body)
+	}
+	done, err := c.Complete(ctx, r2.Key, r2.Token, json.RawMessage(`{"message_id":"m-2"}`))
+	if err != nil || done.Confirmed != r1.Key {
+		t.Fatalf("complete of the confirmed call: %+v %v", done, err)
+	}
+	if rec, err := c.Record(ctx, r2.Key); err != nil || rec.Confirmed != r1.Key || rec.Status != "SUCCESS" {
+		t.Errorf("the confirmed call's record: %+v %v, want confirmed %q", rec, err, r1.Key)
+	}
+	status, _, body = e.raw("GET", "/v1/records/"+url.PathEscape(r1.Key), "", "", nil)
+	if status != 200 || strings.Contains(string(body), `"confirmed"`) {
+		t.Errorf("a record not confirmed: %d %s, want no confirmed field", status, body)
+	}
+	if wf, err := c.Workflow(ctx, "wf"); err != nil || len(wf.Steps) != 2 ||
+		wf.Steps[0].Confirmed != "" || wf.Steps[1].Confirmed != r1.Key {
+		t.Errorf("workflow listing: %+v %v, want step 2 alone confirmed", wf, err)
+	}
+}

@@ -205,6 +205,9 @@ func printRecord(w io.Writer, r *client.Record) {
 	if len(r.Error) > 0 {
 		fmt.Fprintf(w, "error       %s (%s)\n", r.Error, r.ErrorClass)
 	}
+	if r.Confirmed != "" {
+		fmt.Fprintf(w, "confirmed   %s (another action than it)\n", r.Confirmed)
+	}
 	if r.RetainUntil > 0 {
 		fmt.Fprintf(w, "kept until  %s\n", time.UnixMilli(r.RetainUntil).UTC().Format(time.RFC3339))
 	}

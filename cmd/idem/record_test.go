@@ -34,6 +34,9 @@ func TestCompleteFailForget(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "status      SUCCESS") || !strings.Contains(out, "next check  replay_result") || !strings.Contains(out, `result      {"charge_id":"ch_1"}`) {
 		t.Fatalf("complete (result from stdin): exit %d\n%s%s", code, out, errs)
 	}
+	if strings.Contains(out, "confirmed") {
+		t.Errorf("a record not confirmed prints a confirmation:\n%s", out)
+	}
 	if code, again := check("1"); code != exitFlagged || again["decision"] != "duplicate" || !strings.Contains(mustJSON(t, again["match"]), `"charge_id":"ch_1"`) {
 		t.Errorf("check after complete: exit %d %v", code, again)
 	}
@@ -56,6 +59,19 @@ func TestCompleteFailForget(t *testing.T) {
 	var rec map[string]any
 	if code != 0 || json.Unmarshal([]byte(out), &rec) != nil || rec["next_check"] != "execute" || rec["error_class"] != "transient" {
 		t.Errorf("fail (transient, --json): exit %d\n%s", code, out)
+	}
+
+	// A call confirmed as another action than an earlier one: its record
+	// says so.
+	code, out, errs = runIdem(t, "", "check", "--server", url, "--json",
+		`{"session_id":"s1","workflow_id":"wf","step_id":"4","tool":"charge","arguments":{"card":"c-4","amount":10},"confirmed":"`+key+`"}`)
+	var fourth map[string]any
+	if code != 0 || json.Unmarshal([]byte(out), &fourth) != nil || fourth["decision"] != "execute" {
+		t.Fatalf("confirmed check: exit %d\n%s%s", code, out, errs)
+	}
+	code, out, errs = runIdem(t, "", "complete", "--server", url, fourth["key"].(string), fourth["token"].(string), `1`)
+	if code != 0 || !strings.Contains(out, "confirmed   "+key+" (another action than it)") {
+		t.Errorf("complete of a confirmed call: exit %d\n%s%s", code, out, errs)
 	}
 
 	if code, out, errs := runIdem(t, "", "forget", "--server", url, key); code != 0 || !strings.Contains(out, "forgot "+key) {

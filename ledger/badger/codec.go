@@ -57,15 +57,25 @@ func counterKey(tenant, session string) []byte {
 // 8 bytes, floats as 4-byte IEEE 754), then a CRC-32C of everything before
 // it. Hand-written because no well-kept library fits: the record is hot
 // (every claim writes one) and JSON costs ~10x more for a 384-d embedding.
-const codecVersion = 1
+//
+// Versions: 1 ends with Seq; 2 (written since) appends Confirmed after it.
+// Every version is read; a field a version lacks reads as its zero value.
+// A version newer than the binary's is refused as corrupt (an older idem
+// cannot read what a newer one wrote).
+const (
+	codecVersion   = 2 // the version encodeRecord writes
+	codecVersionV1 = 1 // without Confirmed
+)
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-// encodedBound is at least the length of r's encoding.
+// encodedBound is at least the length of r's encoding: the version byte,
+// 19 varints (13 lengths, the attempt, 4 times, Seq) at their longest, the
+// two hashes, the floats, status and class, the CRC, and the bytes.
 func encodedBound(r *ledger.Record) int {
-	return 1 + 7*binary.MaxVarintLen64 + 16 + 4*len(r.Embedding) + 2 + 7*binary.MaxVarintLen64 + 4 +
+	return 1 + 19*binary.MaxVarintLen64 + 16 + 4*len(r.Embedding) + 2 + 4 +
 		len(r.Tenant) + len(r.Key) + len(r.Session) + len(r.Workflow) + len(r.Step) + len(r.Tool) +
-		len(r.Canonical) + len(r.EmbeddingModel) + len(r.Result) + len(r.Error) + len(r.Token)
+		len(r.Canonical) + len(r.EmbeddingModel) + len(r.Result) + len(r.Error) + len(r.Token) + len(r.Confirmed)
 }
 
 func encodeRecord(dst []byte, r *ledger.Record) []byte {
@@ -90,6 +100,7 @@ func encodeRecord(dst []byte, r *ledger.Record) []byte {
 		b = binary.AppendVarint(b, t)
 	}
 	b = binary.AppendUvarint(b, r.Seq)
+	b = appendLP(b, r.Confirmed) // version 2
 	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
 }
 
@@ -165,8 +176,9 @@ func decodeRecord(b []byte) (ledger.Record, error) {
 	if crc32.Checksum(body, castagnoli) != sum {
 		return r, fmt.Errorf("%w: checksum mismatch", ledger.ErrCorrupt)
 	}
-	if body[0] != codecVersion {
-		return r, fmt.Errorf("%w: unknown version %d", ledger.ErrCorrupt, body[0])
+	version := body[0]
+	if version != codecVersion && version != codecVersionV1 {
+		return r, fmt.Errorf("%w: unknown version %d", ledger.ErrCorrupt, version)
 	}
 	body = append([]byte(nil), body[1:]...) // own the memory; slices below alias it
 	d := decoder{b: body}
@@ -198,6 +210,9 @@ func decodeRecord(b []byte) (ledger.Record, error) {
 	r.Token = str()
 	r.LeaseUntil, r.CreatedAt, r.UpdatedAt, r.RetainUntil = d.varint(), d.varint(), d.varint(), d.varint()
 	r.Seq = d.uvarint()
+	if version >= 2 {
+		r.Confirmed = str()
+	}
 	switch {
 	case d.err != nil:
 		return ledger.Record{}, fmt.Errorf("%w: %v", ledger.ErrCorrupt, d.err)

@@ -66,7 +66,7 @@ func TestLargeRecordsInPieces(t *testing.T) {
 
 	call := []byte(`{"body":"` + strings.Repeat("c", 200<<10) + `"}`)
 	result := json.RawMessage(`"` + strings.Repeat("r", 300<<10) + `"`)
-	c, err := l.Claim(ctx, ledger.ClaimRequest{Tenant: "t", Key: "big", Session: "s", Workflow: "w", Canonical: call})
+	c, err := l.Claim(ctx, ledger.ClaimRequest{Tenant: "t", Key: "big", Session: "s", Workflow: "w", Canonical: call, Confirmed: "w:1:upload"})
 	if err != nil || c.Outcome != ledger.Claimed {
 		t.Fatalf("claim: %v %v", c.Outcome, err)
 	}
@@ -83,6 +83,9 @@ func TestLargeRecordsInPieces(t *testing.T) {
 	got, err := l.Get(ctx, "t", "big")
 	if err != nil || got.Outcome != ledger.Duplicate || string(got.Record.Result) != string(result) || string(got.Record.Canonical) != string(call) {
 		t.Fatalf("read back: %v, %d-byte result, %v", got.Outcome, len(got.Record.Result), err)
+	}
+	if got.Record.Confirmed != "w:1:upload" {
+		t.Errorf("read back confirmed %q, want the claim's w:1:upload", got.Record.Confirmed)
 	}
 	recs, err := l.Session(ctx, "t", "s", 0, 0)
 	if err != nil || len(recs) != 1 || recs[0].Seq != c.Record.Seq || string(recs[0].Result) != string(result) {
@@ -105,7 +108,7 @@ func TestLargeRecordsInPieces(t *testing.T) {
 
 	s = openStore(t, dir, true)
 	l = newLedger(t, s, nil)
-	if got, err := l.Get(ctx, "t", "big"); err != nil || string(got.Record.Result) != string(result) {
+	if got, err := l.Get(ctx, "t", "big"); err != nil || string(got.Record.Result) != string(result) || got.Record.Confirmed != "w:1:upload" {
 		t.Fatalf("after reopening: %v", err)
 	}
 	if err := l.Forget(ctx, "t", "big", false); err != nil {

@@ -235,15 +235,39 @@ func reopenable(t *testing.T, dir string) *reopenableStore {
 	return &reopenableStore{Store: openStore(t, dir, true), dir: dir}
 }
 
+// FuzzDecodeRecord: whatever the bytes, decoding never panics and fails
+// only with ErrCorrupt; what decodes re-encodes within encodedBound, to the
+// same bytes for the current version, and for version 1 to the same
+// fields followed by an empty Confirmed.
 func FuzzDecodeRecord(f *testing.F) {
 	f.Add(encodeRecord(nil, &ledger.Record{Tenant: "t", Key: "k", Status: ledger.StatusPending, Embedding: []float32{1, 2}}))
+	f.Add(encodeRecord(nil, &ledger.Record{Tenant: "t", Key: "k", Status: ledger.StatusSuccess, Result: json.RawMessage(`1`), Confirmed: "w:1:send_email"}))
+	f.Add(golden(f))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		r, err := decodeRecord(b)
 		if err != nil {
+			if !errors.Is(err, ledger.ErrCorrupt) {
+				t.Fatalf("error not matching ErrCorrupt: %v", err)
+			}
 			return
 		}
-		if again := encodeRecord(nil, &r); !bytes.Equal(again, b) {
-			t.Fatalf("decoded record re-encodes differently")
+		again := encodeRecord(nil, &r)
+		if len(again) > encodedBound(&r) {
+			t.Fatalf("encoding of %d bytes past encodedBound %d", len(again), encodedBound(&r))
+		}
+		switch b[0] {
+		case codecVersion:
+			if !bytes.Equal(again, b) {
+				t.Fatalf("decoded record re-encodes differently")
+			}
+		case codecVersionV1:
+			// Version 2 is version 1's fields, then Confirmed (empty: one 0 byte), then the CRC.
+			if r.Confirmed != "" || again[0] != codecVersion || again[len(again)-5] != 0 ||
+				!bytes.Equal(again[1:len(again)-5], b[1:len(b)-4]) {
+				t.Fatalf("version 1 record re-encodes as another record")
+			}
+		default:
+			t.Fatalf("decoded a record of version %d", b[0])
 		}
 	})
 }

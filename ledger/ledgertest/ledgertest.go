@@ -1,9 +1,10 @@
 // Package ledgertest is the conformance suite every ledger.Store must pass:
 // each transition of the state machine, legal and illegal, leases,
 // renewals and takeover, retention, waiting, listing order, tenant
-// isolation and records written in the old key form, driven through a
-// ledger.Ledger over the store under test; for a ledger.FencedStore,
-// fenced claims; and, with Corrupt, what a record damaged at rest does.
+// isolation, records written in the old key form and the confirmation a
+// claim stores on its record, driven through a ledger.Ledger over the
+// store under test; for a ledger.FencedStore, fenced claims; and, with
+// Corrupt, what a record damaged at rest does.
 //
 //	func TestConformance(t *testing.T) {
 //		ledgertest.Run(t, func(t *testing.T) ledger.Store { return openStore(t) })
@@ -188,6 +189,7 @@ func Run(t *testing.T, open func(t *testing.T) ledger.Store) {
 		{"FencedClaimOfHeldKeyAnswersAsUnfenced", testFencedClaimOfHeldKey},
 		{"ConcurrentFencedClaimsOneWinner", testConcurrentFencedClaims},
 		{"SetEmbeddingKeepsTheRest", testSetEmbedding},
+		{"ConfirmedIsKeptOnTheRecord", testConfirmed},
 		{"RecentSessionsMostRecentFirst", testRecentSessions},
 		{"ListTenantByCreation", testListTenant},
 	}
@@ -493,6 +495,8 @@ func testBadInput(t *testing.T, e *env) {
 	longSession.Session = strings.Repeat("s", ledger.MaxKeyBytes+1)
 	nanEmbedding := req("k4")
 	nanEmbedding.Embedding = []float32{0, float32(math.NaN())}
+	badConfirmed := req("k6")
+	badConfirmed.Confirmed = "w1:1:send\nemail"
 	cases := []struct {
 		name   string
 		do     func() error
@@ -504,6 +508,7 @@ func testBadInput(t *testing.T, e *env) {
 		{"claim of oversized call", func() error { _, err := e.l.Claim(e.ctx, bigCall); return err }, ledger.ErrTooLarge, "canonical"},
 		{"claim with oversized session id", func() error { _, err := e.l.Claim(e.ctx, longSession); return err }, ledger.ErrTooLarge, "session_id"},
 		{"claim with NaN in embedding", func() error { _, err := e.l.Claim(e.ctx, nanEmbedding); return err }, ledger.ErrInvalidInput, "embedding"},
+		{"claim with a control character in confirmed", func() error { _, err := e.l.Claim(e.ctx, badConfirmed); return err }, ledger.ErrInvalidInput, "confirmed"},
 		{"complete without tenant", func() error {
 			_, err := e.l.Complete(e.ctx, "", "k1", c.Token, json.RawMessage(`1`))
 			return err

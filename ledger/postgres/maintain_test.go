@@ -131,6 +131,48 @@ func TestConcurrentMigration(t *testing.T) {
 	}
 }
 
+// TestMigrationAddsConfirmed: a schema an idem before migration 0003 left
+// (at version 2, without the confirmed column) is migrated when a store
+// opens it; its rows read with no confirmation, and new claims store theirs.
+func TestMigrationAddsConfirmed(t *testing.T) {
+	schema := newSchema(t)
+	ctx := t.Context()
+	old := openStore(t, schema, nil)
+	l := newLedger(t, old, nil)
+	c, err := l.Claim(ctx, ledger.ClaimRequest{Tenant: "t", Key: "w:1:send_email", Session: "s", Tool: "send_email"})
+	mustf(t, err, "claim")
+	_, err = l.Complete(ctx, "t", "w:1:send_email", c.Token, json.RawMessage(`{"id":"m-1"}`))
+	mustf(t, err, "complete")
+	mustf(t, old.Close(ctx), "close")
+	adm := admin(t)
+	for _, q := range []string{
+		`ALTER TABLE ` + schema + `.idem_records DROP COLUMN confirmed`,
+		`DELETE FROM ` + schema + `.idem_migrations WHERE version >= 3`,
+	} {
+		_, err := adm.Exec(ctx, q)
+		mustf(t, err, "back to version 2: %s", q)
+	}
+
+	s := openStore(t, schema, nil)
+	var version int
+	mustf(t, adm.QueryRow(ctx, `SELECT max(version) FROM `+schema+`.idem_migrations`).Scan(&version), "migrations")
+	if version != SchemaVersion() || version < 3 {
+		t.Fatalf("schema at version %d after Open, want %d", version, SchemaVersion())
+	}
+	l = newLedger(t, s, nil)
+	got, err := l.Get(ctx, "t", "w:1:send_email")
+	if err != nil || got.Outcome != ledger.Duplicate || string(got.Record.Result) != `{"id":"m-1"}` || got.Record.Confirmed != "" {
+		t.Fatalf("a row of version 2 after the migration: %v %+v, %v", got.Outcome, got.Record, err)
+	}
+	c, err = l.Claim(ctx, ledger.ClaimRequest{Tenant: "t", Key: "w:2:send_email", Session: "s", Tool: "send_email", Confirmed: "w:1:send_email"})
+	if err != nil || c.Outcome != ledger.Claimed || c.Record.Seq != got.Record.Seq+1 {
+		t.Fatalf("claim after the migration: %v seq %d, %v", c.Outcome, c.Record.Seq, err)
+	}
+	if got, err := l.Get(ctx, "t", "w:2:send_email"); err != nil || got.Record.Confirmed != "w:1:send_email" {
+		t.Fatalf("a claim after the migration stored confirmed %q, %v", got.Record.Confirmed, err)
+	}
+}
+
 // TestNewerSchemaIsRefused: a schema migrated by a newer idem is not
 // touched by an older one.
 func TestNewerSchemaIsRefused(t *testing.T) {

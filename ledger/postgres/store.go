@@ -264,7 +264,7 @@ func (s *Store) Close(ctx context.Context) error {
 
 // The columns of a record after (tenant, key), in scan order.
 const recordCols = `session, workflow, step, tool, canonical, hash, identity, embedding, embedding_model,
-	status, result, error, class, attempt, token, lease_until, created_at, updated_at, retain_until, seq, version`
+	status, result, error, class, attempt, token, lease_until, created_at, updated_at, retain_until, seq, version, confirmed`
 
 // stored is a record as read, with the version its next write must match.
 type stored struct {
@@ -288,7 +288,7 @@ func scanWith(row pgx.Row, tenant, key string, keyFirst bool) (*stored, error) {
 	)
 	dest := []any{&r.Session, &r.Workflow, &r.Step, &r.Tool, &r.Canonical, &hash, &identity, &emb,
 		&r.EmbeddingModel, &status, &result, &errJSON, &class, &r.Attempt, &r.Token, &r.LeaseUntil,
-		&r.CreatedAt, &r.UpdatedAt, &r.RetainUntil, &seq, &st.version}
+		&r.CreatedAt, &r.UpdatedAt, &r.RetainUntil, &seq, &st.version, &r.Confirmed}
 	r.Key = key
 	if keyFirst {
 		dest = append([]any{&r.Key}, dest...)
@@ -340,12 +340,13 @@ func decodeEmbedding(b []byte) ([]float32, error) {
 	return v, nil
 }
 
-// recordArgs are $3…$21 of the insert and update statements: the record's
-// fields after (tenant, key), before seq.
+// recordArgs are $3…$22 of the insert and update statements: the record's
+// fields after (tenant, key), before seq, in insertCols' order (confirmed
+// last: migration 0003 added it).
 func recordArgs(r *ledger.Record) []any {
 	return []any{r.Session, r.Workflow, r.Step, r.Tool, nilIfNil(r.Canonical), int64(r.Hash), int64(r.Identity),
 		encodeEmbedding(r.Embedding), r.EmbeddingModel, int16(r.Status), nilIfNil(r.Result), nilIfNil(r.Error),
-		int16(r.Class), int64(r.Attempt), r.Token, r.LeaseUntil, r.CreatedAt, r.UpdatedAt, r.RetainUntil}
+		int16(r.Class), int64(r.Attempt), r.Token, r.LeaseUntil, r.CreatedAt, r.UpdatedAt, r.RetainUntil, r.Confirmed}
 }
 
 // nilIfNil keeps the nil/empty distinction: nil is NULL, empty is empty.
@@ -539,24 +540,24 @@ func takeSeqFenced(cond string, seen uint64, seenParam string) string {
 
 const insertCols = `INSERT INTO idem_records (tenant, key, session, workflow, step, tool, canonical, hash, identity,
 	embedding, embedding_model, status, result, error, class, attempt, token, lease_until, created_at, updated_at,
-	retain_until, seq, version)
+	retain_until, confirmed, seq, version)
 `
 
 const (
 	insertAbsent = `NOT EXISTS (SELECT 1 FROM idem_records WHERE tenant = $1 AND key = $2)`
 	insertFromS  = insertCols +
-		`SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, s.last, 1 FROM s
+		`SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, s.last, 1 FROM s
 ON CONFLICT (tenant, key) DO NOTHING
 RETURNING seq`
 )
 
 var (
 	insertSeqSQL = takeSeq(insertAbsent) + insertFromS
-	// The fenced inserts: $22 is the fence when not 0.
+	// The fenced inserts: $23 is the fence when not 0.
 	insertSeqFenced0SQL = takeSeqFenced(insertAbsent, 0, "") + insertFromS
-	insertSeqFencedSQL  = takeSeqFenced(insertAbsent, 1, "$22") + insertFromS
+	insertSeqFencedSQL  = takeSeqFenced(insertAbsent, 1, "$23") + insertFromS
 	insertSQL           = insertCols +
-		`VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, 1)
+		`VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, 1)
 ON CONFLICT (tenant, key) DO NOTHING
 RETURNING seq`
 	// lostToSQL reads the row an insert lost to, in the same round trip;
@@ -632,21 +633,22 @@ func (s *Store) insert(ctx context.Context, next *ledger.Record, f fence) (won b
 var (
 	updateSet = `UPDATE idem_records SET session = $3, workflow = $4, step = $5, tool = $6, canonical = $7, hash = $8,
 	identity = $9, embedding = $10, embedding_model = $11, status = $12, result = $13, error = $14, class = $15,
-	attempt = $16, token = $17, lease_until = $18, created_at = $19, updated_at = $20, retain_until = $21, `
+	attempt = $16, token = $17, lease_until = $18, created_at = $19, updated_at = $20, retain_until = $21,
+	confirmed = $22, `
 	swapWhere = `version = version + 1
-WHERE tenant = $1 AND key = $2 AND version = $22 AND token = $23
+WHERE tenant = $1 AND key = $2 AND version = $23 AND token = $24
 RETURNING seq`
 	swapSeqSQL = takeSeq(swapExists) +
 		updateSet + `seq = (SELECT last FROM s), ` + swapWhere
-	swapSQL = updateSet + `seq = $24, ` + swapWhere
-	// The fenced swaps: $24 is the fence when not 0. A failed fence leaves
+	swapSQL = updateSet + `seq = $25, ` + swapWhere
+	// The fenced swaps: $25 is the fence when not 0. A failed fence leaves
 	// s empty, and the row as it is.
-	swapExists      = `EXISTS (SELECT 1 FROM idem_records WHERE tenant = $1 AND key = $2 AND version = $22 AND token = $23)`
+	swapExists      = `EXISTS (SELECT 1 FROM idem_records WHERE tenant = $1 AND key = $2 AND version = $23 AND token = $24)`
 	swapFencedWhere = `version = version + 1
-WHERE tenant = $1 AND key = $2 AND version = $22 AND token = $23 AND EXISTS (SELECT 1 FROM s)
+WHERE tenant = $1 AND key = $2 AND version = $23 AND token = $24 AND EXISTS (SELECT 1 FROM s)
 RETURNING seq`
 	swapSeqFenced0SQL = takeSeqFenced(swapExists, 0, "") + updateSet + `seq = (SELECT last FROM s), ` + swapFencedWhere
-	swapSeqFencedSQL  = takeSeqFenced(swapExists, 1, "$24") + updateSet + `seq = (SELECT last FROM s), ` + swapFencedWhere
+	swapSeqFencedSQL  = takeSeqFenced(swapExists, 1, "$25") + updateSet + `seq = (SELECT last FROM s), ` + swapFencedWhere
 )
 
 // swap replaces cur with next if the row is still cur (same version and

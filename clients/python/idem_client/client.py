@@ -115,6 +115,9 @@ class Record:
     workflow_id: str = ""
     step_id: str = ""
     attempt: int = 0
+    #: the key of the earlier call the check confirmed this execution as
+    #: another action than (``confirmed`` of check); "" when none
+    confirmed: str = ""
     lease_until_ms: int = 0
     created_at_ms: int = 0
     updated_at_ms: int = 0
@@ -134,6 +137,7 @@ class Record:
             workflow_id=d.get("workflow_id", ""),
             step_id=d.get("step_id", ""),
             attempt=int(d.get("attempt", 0)),
+            confirmed=d.get("confirmed", ""),
             lease_until_ms=int(d.get("lease_until_ms", 0)),
             created_at_ms=int(d.get("created_at_ms", 0)),
             updated_at_ms=int(d.get("updated_at_ms", 0)),

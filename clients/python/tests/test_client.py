@@ -198,6 +198,22 @@ class ClientTest(unittest.TestCase):
         self.assertIn("not run", msg)
         self.assertEqual(cm.exception.decision.match.key, f"{self.run_id}:1:send_email")
 
+    def test_confirmed_execution_names_the_earlier_call_in_its_record(self) -> None:
+        first = self.check("1", to="ann@example.com", subject="Your invoice", body="Hello Ann, your March invoice is attached.")
+        self.idem.complete(first.key, first.token, {"message_id": "m-1"})
+        near = {"to": "ann@example.com", "subject": "Your invoice", "body": "Hello Ann, your invoice for March is attached."}
+        asked = self.check("2", **near)
+        self.assertEqual(asked.decision, "confirm")
+        d = self.idem.check(
+            session_id=self.session, workflow_id=self.run_id, step_id="2", tool="send_email",
+            arguments=near, confirmed=asked.match.key,
+        )
+        self.assertEqual(d.decision, "execute")
+        rec = self.idem.complete(d.key, d.token, {"message_id": "m-2"})
+        self.assertEqual(rec.confirmed, first.key)
+        self.assertEqual(self.idem.record(d.key).confirmed, first.key)
+        self.assertEqual(self.idem.record(first.key).confirmed, "")
+
     def test_classify(self) -> None:
         cases = [
             (HTTPError(404), "permanent"),
