@@ -720,7 +720,7 @@ func TestClaimOfAnotherReplicaIsNotHidden(t *testing.T) {
 func TestTwinsUnderNewStepsWaitingOnAFailure(t *testing.T) {
 	e := newEnv(t, options{})
 	const n = 8
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	results := make(chan Result, n)
 	errs := make(chan error, n)

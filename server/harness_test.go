@@ -174,7 +174,14 @@ func start(t testing.TB, o options) *env {
 	var once sync.Once
 	e.stop = func() {
 		once.Do(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			// Each step has its own deadline, long enough for a loaded
+			// machine: a deadline here only turns a hang into a failure
+			// (Badger's close flushes its memtable; under CPU burners that
+			// took past 10 s once).
+			step := func() (context.Context, context.CancelFunc) {
+				return context.WithTimeout(context.Background(), 2*time.Minute)
+			}
+			ctx, cancel := step()
 			defer cancel()
 			if err := srv.Shutdown(ctx); err != nil {
 				t.Errorf("shutdown: %v", err)
@@ -182,8 +189,12 @@ func start(t testing.TB, o options) *env {
 			if err := <-done; err != nil {
 				t.Errorf("serve: %v", err)
 			}
-			f.Close(ctx)
-			if err := store.Close(ctx); err != nil {
+			fctx, fcancel := step()
+			defer fcancel()
+			f.Close(fctx)
+			sctx, scancel := step()
+			defer scancel()
+			if err := store.Close(sctx); err != nil {
 				t.Errorf("closing the store: %v", err)
 			}
 		})
