@@ -80,11 +80,18 @@ func (l *landing) of(name, tag, session string) []coming {
 // no text.
 func (f *Funnel) embedBlind(ctx, bctx context.Context, c *check, name, tag, id string) ([][]float32, error) {
 	got, ok, err := f.live(ctx, c, id)
-	if err != nil || !ok {
+	if err != nil {
 		return nil, err
 	}
 	r := &got.Record
-	if r.Session == c.req.Session || r.Status == ledger.StatusFailed {
+	if !ok || r.Status == ledger.StatusFailed {
+		// Gone, or its effect did not happen: never a candidate again.
+		if d, ok := f.scopes.(interface{ Delete(scope, id string) bool }); ok {
+			d.Delete(name, id)
+		}
+		return nil, nil
+	}
+	if r.Session == c.req.Session {
 		return nil, nil
 	}
 	earlier := f.earlierCall(c, r)

@@ -9,6 +9,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/idem-dev/idem/index"
+	"github.com/idem-dev/idem/ledger"
 )
 
 func settle(t testing.TB, f *Funnel) {
@@ -224,5 +227,36 @@ func TestWideScopeComparesABlindRecord(t *testing.T) {
 	settle(t, b) // the embedding it computed is written to agent-a's record
 	if got, err := led.Get(context.Background(), "acme", first.Key); err != nil || len(got.Record.Embedding) == 0 {
 		t.Errorf("agent-a's record after the check embedded it: %d embedding values, %v", len(got.Record.Embedding), err)
+	}
+}
+
+// TestWideScopeForgetsAFailedBlindRecord: a blind record whose call then
+// failed (its effect did not happen) is no candidate: the rewording
+// executes, and the scope stops listing it.
+func TestWideScopeForgetsAFailedBlindRecord(t *testing.T) {
+	led := openStore(t, t.TempDir())
+	a := newFunnel(t, led, time.Now, options{policies: scoped(ScopeWorkflow), scopes: true, embedder: brokenEncoder{encoder(t)}})
+	first := checkOn(t, a, Request{Session: "agent-a", Step: "1", Tool: "post_message", Arguments: []byte(notify1)})
+	want(t, first, Execute, StageNew)
+	closeFunnel(t, a)
+
+	b := newFunnel(t, led, time.Now, options{policies: scoped(ScopeWorkflow), scopes: true})
+	// A call to another channel loads the scope: agent-a's call is in it, blind.
+	other := checkOn(t, b, Request{Session: "agent-b", Step: "2", Tool: "post_message",
+		Arguments: []byte(`{"channel":"#billing","text":"Invoices for March are out."}`)})
+	want(t, other, Execute, StageNew)
+	name := wideScope(&b.cfg.Policies[0], "acme", "wf")
+	tag := scopeTag("post_message", first.IdentityDigest, true)
+	idx := b.scopes.(*index.Flat)
+	if ids, err := idx.Blind(context.Background(), name, tag); err != nil || !slices.Equal(ids, []string{first.Key}) {
+		t.Fatalf("the scope's blind calls: %v, %v; want agent-a's", ids, err)
+	}
+	if _, err := led.Fail(context.Background(), "acme", first.Key, first.Token, json.RawMessage(`{"error":"smtp down"}`), ledger.ClassPermanent); err != nil {
+		t.Fatal(err)
+	}
+	res := checkOn(t, b, Request{Session: "agent-b", Step: "3", Tool: "post_message", Arguments: []byte(notify2)})
+	want(t, res, Execute, StageNew)
+	if ids, _ := idx.Blind(context.Background(), name, tag); len(ids) != 0 {
+		t.Errorf("after the call failed, the scope still lists it blind: %v", ids)
 	}
 }
