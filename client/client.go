@@ -49,6 +49,9 @@ type Clock interface {
 	After(d time.Duration) <-chan time.Time
 }
 
+// SystemClock is the system's clock, the Clock used when none is given.
+var SystemClock Clock = systemClock{}
+
 type systemClock struct{}
 
 func (systemClock) Now() time.Time                         { return time.Now() }
@@ -93,7 +96,7 @@ func New(cfg Config) (*Client, error) {
 		hc = &http.Client{Timeout: cfg.Timeout}
 	}
 	if cfg.Clock == nil {
-		cfg.Clock = systemClock{}
+		cfg.Clock = SystemClock
 	}
 	return &Client{cfg: cfg, base: strings.TrimRight(cfg.BaseURL, "/"), http: hc}, nil
 }

@@ -174,16 +174,9 @@ func (f *Funnel) scopeStage(ctx context.Context, c *check) (bool, error) {
 	// ledger: claimed by another process or replica, or by a claimant that
 	// stopped first): embed them now.
 	if b, ok := f.scopes.(interface {
-		Blind(ctx context.Context, scope, tag string) ([]string, error)
+		Blind(scope, tag string) []string
 	}); ok && text {
-		ids, err := b.Blind(bctx, name, tag)
-		if err != nil {
-			if why, ok := f.whyNot(ctx, bctx, err); ok {
-				return f.uncomparedScope(c, why)
-			}
-			return false, err
-		}
-		ids = slices.DeleteFunc(ids, func(id string) bool {
+		ids := slices.DeleteFunc(b.Blind(name, tag), func(id string) bool {
 			_, ok := landed[id]
 			return ok || slices.ContainsFunc(incoming, func(l coming) bool { return l.e.key == id })
 		})

@@ -517,15 +517,14 @@ func (f *Flat) Has(ctx context.Context, scope, tag string) (bool, error) {
 }
 
 // Blind lists the blind entries of scope tagged tag (Entry.Blind), oldest
-// first, loading the scope as Search does: calls the caller must embed
-// itself to compare.
-func (f *Flat) Blind(ctx context.Context, scope, tag string) ([]string, error) {
-	if scope == "" {
-		return nil, fmt.Errorf("blind: %w: empty scope", ErrInvalidArgument)
-	}
-	s, err := f.current(ctx, scope)
+// first: calls the caller must embed itself to compare. It reads the scope
+// as it is in memory, as Has or Search last loaded or refreshed it (a
+// caller asks right after them), and lists nothing for a scope not in
+// memory.
+func (f *Flat) Blind(scope, tag string) []string {
+	s, err := f.lookup(scope, false)
 	if err != nil || s == nil {
-		return nil, err
+		return nil
 	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
@@ -540,7 +539,7 @@ func (f *Flat) Blind(ctx context.Context, scope, tag string) ([]string, error) {
 		}
 		return strings.Compare(x, y)
 	})
-	return ids, nil
+	return ids
 }
 
 // addBlind records a blind entry. s.mu must be held for writing.

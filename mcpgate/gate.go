@@ -137,7 +137,7 @@ func New(cfg Config, b Backend) (*Gateway, error) {
 	}
 	clock := cfg.Clock
 	if clock == nil {
-		clock = systemClock{}
+		clock = client.SystemClock
 	}
 	return &Gateway{cfg: cfg, clock: clock, backend: b, log: log, tools: newToolSet(), lost: lost}, nil
 }
@@ -152,11 +152,6 @@ func (g *Gateway) Serve(ctx context.Context, clientConn mcp.Connection, dial Dia
 	}
 	return g.serve(ctx, clientConn, dial, id)
 }
-
-type systemClock struct{}
-
-func (systemClock) Now() time.Time                         { return time.Now() }
-func (systemClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
 
 func (g *Gateway) markLost(key string) {
 	if key != "" {

@@ -63,44 +63,13 @@ var _ ledger.TenantStore = (*Store)(nil)
 // tenant-wide index does this once; this process adds what it claims
 // afterwards itself).
 func (s *Store) ListTenant(ctx context.Context, tenant string, since int64, limit int) ([]ledger.Record, error) {
-	var (
-		out    []ledger.Record
-		newest uint64 // the highest version listed
-	)
-	err := s.db.View(func(txn *badger.Txn) error {
-		prefix := recordKey(tenant, "")
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix, PrefetchValues: false})
-		defer it.Close()
-		for it.Rewind(); it.Valid(); it.Next() {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-			key := string(it.Item().Key()[len(prefix):])
-			rec, meta, err := itemRecord(txn, tenant, key, it.Item()) // a large record is in pieces
-			if s.skipCorrupt(tenant, key, err) {
-				continue
-			}
-			if err != nil {
-				return err
-			}
-			if rec != nil && rec.CreatedAt >= since {
-				out = append(out, *rec)
-				newest = max(newest, meta.version)
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, translate(err)
+	read := func(txn *badger.Txn, key string, item *badger.Item) (*ledger.Record, stored, error) {
+		return itemRecord(txn, tenant, key, item) // a large record is in pieces
 	}
-	if err := s.durable(newest); err != nil { // nothing a power cut could take back
-		return nil, err
-	}
-	slices.SortFunc(out, func(a, b ledger.Record) int {
-		return cmp.Or(cmp.Compare(a.CreatedAt, b.CreatedAt), cmp.Compare(a.Key, b.Key))
-	})
+	out, err := s.listPrefix(ctx, tenant, recordKey(tenant, ""), read,
+		func(r *ledger.Record) bool { return r.CreatedAt >= since })
 	if limit > 0 && len(out) > limit {
 		out = out[:limit]
 	}
-	return out, nil
+	return out, err
 }

@@ -786,12 +786,26 @@ func (s *Store) cachedLast(tenant, session string) (uint64, bool) {
 
 // ListWorkflow implements ledger.Store.
 func (s *Store) ListWorkflow(ctx context.Context, tenant, workflow string) ([]ledger.Record, error) {
+	// The workflow index names records; each is read by its key.
+	read := func(txn *badger.Txn, key string, _ *badger.Item) (*ledger.Record, stored, error) {
+		return getRecord(txn, tenant, key)
+	}
+	return s.listPrefix(ctx, tenant, workflowPrefix(tenant, workflow), read,
+		func(r *ledger.Record) bool { return r.Workflow == workflow })
+}
+
+// listPrefix lists the records the keys under prefix lead to (read gets
+// one from its key and the iterator's item), those keep accepts, oldest
+// first (then by key), once none of them is one a power cut could take
+// back. A corrupt record is left out (skipCorrupt).
+func (s *Store) listPrefix(ctx context.Context, tenant string, prefix []byte,
+	read func(txn *badger.Txn, key string, item *badger.Item) (*ledger.Record, stored, error),
+	keep func(*ledger.Record) bool) ([]ledger.Record, error) {
 	var (
 		out    []ledger.Record
 		newest uint64 // the highest version listed
 	)
 	err := s.db.View(func(txn *badger.Txn) error {
-		prefix := workflowPrefix(tenant, workflow)
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix, PrefetchValues: false})
 		defer it.Close()
 		for it.Rewind(); it.Valid(); it.Next() {
@@ -799,14 +813,14 @@ func (s *Store) ListWorkflow(ctx context.Context, tenant, workflow string) ([]le
 				return err
 			}
 			key := string(it.Item().Key()[len(prefix):])
-			rec, meta, err := getRecord(txn, tenant, key)
+			rec, meta, err := read(txn, key, it.Item())
 			if s.skipCorrupt(tenant, key, err) {
 				continue
 			}
 			if err != nil {
 				return err
 			}
-			if rec == nil || rec.Workflow != workflow {
+			if rec == nil || !keep(rec) {
 				continue
 			}
 			out = append(out, *rec)
