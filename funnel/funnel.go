@@ -297,6 +297,11 @@ func New(cfg Config, deps Deps) (*Funnel, error) {
 		}
 	}
 	f.scopes = deps.Scopes
+	if deps.Embedder != nil {
+		// The contrast guard's lexicon takes tens of milliseconds to read:
+		// at start, not in the first comparison's budget.
+		go pairscore.Warm()
+	}
 	f.ctx, f.cancel = context.WithCancel(context.Background())
 	if f.embedder != nil {
 		f.model, f.dim = f.embedder.Name(), f.embedder.Dim()

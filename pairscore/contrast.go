@@ -9,14 +9,16 @@ import (
 // Sentence encoders score a text and its contrary as near-identical:
 // "cancel the order" and "do not cancel the order" (0.97 with the built-in
 // encoder), "stocks close 2.47% higher" and "… 0.39% higher" (0.99),
-// "close up" and "close down". Contrast finds such a difference between
-// two text views by their surface: a different number of negation cues, a
-// different multiset of numbers, or a word on one side whose opposite
-// stands on the other. It names the kind of difference ("negation",
-// "numbers", "opposite words"), never the text, or returns "" when there
-// is none. It is the funnel's contrast guard (moved here so that the guard
-// and the scorer's features are one code); the scorer reads the same three
-// signals as features.
+// "close up" and "close down", "on the kitchen speaker" and "on the
+// bedroom speaker" (0.96). Contrast finds such a difference between two
+// text views by their surface: a different number of negation cues, a
+// different multiset of numbers, a word on one side whose opposite stands
+// on the other (the list below, or WordNet's antonyms), or a word on one
+// side swapped for another of the same kind (the lexicon). It names the
+// kind of difference ("negation", "numbers", "opposite words", "words of
+// the same kind"), never the text, or returns "" when there is none. It
+// is the funnel's contrast guard (here so that the guard and the scorer's
+// features are one code); the scorer reads the same signals as features.
 func Contrast(a, b string) string {
 	wa, wb := words(a), words(b)
 	if negations(wa) != negations(wb) {
@@ -27,6 +29,12 @@ func Contrast(a, b string) string {
 	}
 	if opposed(wa, wb) != "" || opposed(wb, wa) != "" {
 		return "opposite words"
+	}
+	switch _, rel := swapped(a, b, wa, wb); rel {
+	case "opposites":
+		return "opposite words"
+	case "kinds":
+		return "words of the same kind"
 	}
 	return ""
 }

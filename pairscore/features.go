@@ -33,13 +33,15 @@ const (
 	// FNumbers counts the numbers in one text and not the other, as a
 	// multiset (at most 3).
 	FNumbers
-	// FOpposite is 1 when a word of one text has its opposite in the other.
+	// FOpposite is 1 when a word of one text has its opposite in the other
+	// (the guard's list, or WordNet's antonyms: "acquitted" / "convicted").
 	FOpposite
 	// FLengthRatio is the shorter text's count of distinct content words
 	// over the longer's (1 when both have none).
 	FLengthRatio
 	// FContrastShared is 1 − FUnshared when any of the contrast signals
-	// (negation, numbers, opposite) is there, else 0: a contrast between
+	// (negation, numbers, opposite words, words of the same kind, as the
+	// contrast guard finds them) is there, else 0: a contrast between
 	// texts that otherwise say the same words ("play it without
 	// subtitles" / "with subtitles") decides more than one between texts
 	// that differ anyway.
@@ -139,10 +141,19 @@ func extract(idf *IDF, p Pair, a *analysis, evidence bool) {
 			opp = x + " / " + w // a's word first
 		}
 	}
+	kinds := ""
+	if opp == "" {
+		switch pair, rel := swapped(p.A, p.B, wa, wb); rel {
+		case "opposites":
+			opp = pair
+		case "kinds":
+			kinds = pair
+		}
+	}
 	if opp != "" {
 		a.f[FOpposite] = 1
 	}
-	if na != nb || len(numA)+len(numB) > 0 || opp != "" {
+	if na != nb || len(numA)+len(numB) > 0 || opp != "" || kinds != "" {
 		a.f[FContrastShared] = 1 - a.f[FUnshared]
 	}
 	if evidence {

@@ -90,3 +90,24 @@ func FuzzScore(f *testing.F) {
 		}
 	})
 }
+
+// FuzzParseNoun: no noun line of the lexicon panics the parser, and an
+// entry it returns answers its accessors within its bounds.
+func FuzzParseNoun(f *testing.F) {
+	f.Add("6 5 2 -7")
+	f.Add("8 2 -3 =1")
+	f.Add("-1 2")
+	f.Add("*9hy 5 9 -a")
+	f.Add("5 *9")
+	f.Add("zzzzzzzzzzzz 1")
+	f.Fuzz(func(t *testing.T, line string) {
+		e := parseNoun(strings.Fields(line))
+		if e == nil {
+			return
+		}
+		n := 2 + len(e.deep()) + len(e.out()) + len(e.other())
+		if len(e.deep()) == 0 || n != len(e)-2 {
+			t.Fatalf("%q: entry %v has %d deep ids and %d ids in all", line, e, len(e.deep()), n)
+		}
+	})
+}

@@ -1,0 +1,379 @@
+package pairscore
+
+import (
+	_ "embed"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"unicode"
+)
+
+// The lexicon (lexicon.txt, written by bench/cmd/lexicon from WordNet 3.0)
+// tells the contrast guard which two words are kinds of one thing or
+// opposites: the swaps a sentence encoder scores as near-identical ("on
+// the kitchen speaker" / "on the bedroom speaker", "next Tuesday" / "next
+// Friday", "in Chicago" / "in Seattle", "acquitted" / "convicted").
+//
+//go:embed lexicon.txt
+var lexiconFile string
+
+// lexicon is the parsed file: nouns sorted by word, the pairs of
+// opposites, and the irregular forms.
+type lexicon struct {
+	nouns     []string
+	ids       []uint32            // every noun's entry, one after the other
+	at        []uint32            // where the i-th noun's entry starts in ids
+	opposites map[string][]string // both ways
+	forms     map[string]string
+}
+
+// nounEntry is a noun's line: its commonest sense, the ancestors that
+// join it to other kinds of one thing (deep), those that only rule a
+// pair out (shallow ancestors and the wholes it is part of), and its
+// other senses, in one slice: [sense, instance, nDeep, deep…, nOut, out…,
+// other…], instance 1 when the sense names one thing (Chicago) rather
+// than a kind (a city).
+type nounEntry []uint32
+
+func (e nounEntry) sense() uint32   { return e[0] }
+func (e nounEntry) instance() bool  { return e[1] == 1 }
+func (e nounEntry) deep() []uint32  { return e[3 : 3+e[2]] }
+func (e nounEntry) out() []uint32   { n := 3 + e[2]; return e[n+1 : n+1+e[n]] }
+func (e nounEntry) other() []uint32 { n := 3 + e[2]; return e[n+1+e[n]:] }
+
+// nounParser reads noun lines into one slice of ids, reusing its
+// scratch space: reading the file leaves no garbage behind (an idle
+// server's resident set would keep it).
+type nounParser struct{ deep, out, other []uint32 }
+
+// parseNoun reads "[*]id ancestor… -id… =id…" into an entry; nil when the
+// line does not read or names no deep ancestor.
+func parseNoun(f []string) nounEntry {
+	var p nounParser
+	e, ok := p.append(nil, f)
+	if !ok {
+		return nil
+	}
+	return e
+}
+
+// append appends the entry of the fields f to dst, or reports that they
+// do not read or name no deep ancestor.
+func (p *nounParser) append(dst []uint32, f []string) ([]uint32, bool) {
+	if len(f) < 2 {
+		return dst, false
+	}
+	var sense, instance uint32
+	p.deep, p.out, p.other = p.deep[:0], p.out[:0], p.other[:0]
+	for i, s := range f {
+		kind := s[0]
+		if kind == '-' || kind == '=' || kind == '*' {
+			s = s[1:]
+		}
+		v, err := strconv.ParseUint(s, 36, 32)
+		if err != nil || i == 0 && (kind == '-' || kind == '=') || i > 0 && kind == '*' {
+			return dst, false
+		}
+		if kind == '*' {
+			instance = 1
+		}
+		switch {
+		case i == 0:
+			sense = uint32(v)
+		case kind == '-':
+			p.out = append(p.out, uint32(v))
+		case kind == '=':
+			p.other = append(p.other, uint32(v))
+		default:
+			p.deep = append(p.deep, uint32(v))
+		}
+	}
+	if len(p.deep) == 0 {
+		return dst, false
+	}
+	dst = append(dst, sense, instance, uint32(len(p.deep)))
+	dst = append(dst, p.deep...)
+	dst = append(dst, uint32(len(p.out)))
+	dst = append(dst, p.out...)
+	return append(dst, p.other...), true
+}
+
+var (
+	lexOnce sync.Once
+	lex     *lexicon
+)
+
+// theLexicon parses the embedded file once, into slices sized by a first
+// count so that nothing is copied while they grow. The file is ours and
+// checked by a test: a line that does not read is skipped, not a panic.
+func theLexicon() *lexicon {
+	lexOnce.Do(func() {
+		var nouns, ids, opposites, forms int
+		for line := range strings.Lines(lexiconFile) {
+			switch {
+			case strings.HasPrefix(line, "n "):
+				nouns++
+				ids += strings.Count(line, " ") + 2 // at most: the fields past the word and three counts
+			case strings.HasPrefix(line, "o "):
+				opposites++
+			case strings.HasPrefix(line, "x "):
+				forms++
+			}
+		}
+		l := &lexicon{
+			nouns: make([]string, 0, nouns), at: make([]uint32, 0, nouns), ids: make([]uint32, 0, ids),
+			opposites: make(map[string][]string, 2*opposites), forms: make(map[string]string, forms),
+		}
+		var p nounParser
+		f := make([]string, 0, 64)
+		for line := range strings.Lines(lexiconFile) {
+			f = appendFields(f[:0], line)
+			if len(f) < 3 || strings.HasPrefix(f[0], "#") {
+				continue
+			}
+			switch f[0] {
+			case "n":
+				if len(l.nouns) > 0 && l.nouns[len(l.nouns)-1] >= f[1] {
+					continue
+				}
+				at := len(l.ids)
+				var ok bool
+				if l.ids, ok = p.append(l.ids, f[2:]); ok {
+					l.nouns = append(l.nouns, f[1])
+					l.at = append(l.at, uint32(at))
+				}
+			case "o":
+				l.opposites[f[1]] = append(l.opposites[f[1]], f[2])
+				l.opposites[f[2]] = append(l.opposites[f[2]], f[1])
+			case "x":
+				l.forms[f[1]] = f[2]
+			}
+		}
+		lex = l
+	})
+	return lex
+}
+
+// appendFields appends the space-separated fields of line to dst
+// (strings.Fields without its allocation).
+func appendFields(dst []string, line string) []string {
+	for {
+		line = strings.TrimLeft(line, " \t\r\n")
+		if line == "" {
+			return dst
+		}
+		i := strings.IndexAny(line, " \t\r\n")
+		if i < 0 {
+			return append(dst, line)
+		}
+		dst, line = append(dst, line[:i]), line[i:]
+	}
+}
+
+// Warm reads the contrast guard's lexicon now, so that the first
+// comparison does not (about 30 ms and 2.3 MiB; later calls return at
+// once). It is safe to call from any goroutine.
+func Warm() { theLexicon() }
+
+// noun returns a word's noun entry, nil when the lexicon does not hold it.
+func (l *lexicon) noun(w string) nounEntry {
+	if i, ok := slices.BinarySearch(l.nouns, w); ok {
+		end := uint32(len(l.ids))
+		if i+1 < len(l.at) {
+			end = l.at[i+1]
+		}
+		return nounEntry(l.ids[l.at[i]:end:end])
+	}
+	return nil
+}
+
+// bases are the forms a lower-case word may be an inflection of, the word
+// itself first: irregular forms from the lexicon, then the regular
+// suffixes ("kitchens", "convicted", "closes", "opening").
+func (l *lexicon) bases(w string, dst []string) []string {
+	dst = append(dst[:0], w)
+	if b, ok := l.forms[w]; ok {
+		dst = append(dst, b)
+	}
+	n := len(w)
+	for _, r := range [...]struct{ suffix, repl string }{
+		{"ies", "y"}, {"ied", "y"}, {"es", ""}, {"s", ""}, {"ed", ""}, {"ed", "e"},
+		{"ing", ""}, {"ing", "e"}, {"er", ""}, {"est", ""}, {"men", "man"},
+	} {
+		if n-len(r.suffix) < 3 || !strings.HasSuffix(w, r.suffix) {
+			continue
+		}
+		b := w[:n-len(r.suffix)] + r.repl
+		dst = append(dst, b)
+		if m := len(b); r.repl == "" && m >= 4 && b[m-1] == b[m-2] && !strings.ContainsRune("aeiouls", rune(b[m-1])) {
+			dst = append(dst, b[:m-1]) // "stopped", "stopping"
+		}
+	}
+	return dst
+}
+
+// lexWord is a word looked up once: its possible bases, the opposites of
+// any of them, and the noun entry of the first base the lexicon holds.
+type lexWord struct {
+	word      string
+	bases     []string
+	opposites [][]string
+	noun      nounEntry
+}
+
+func (l *lexicon) look(w string) lexWord {
+	x := lexWord{word: w, bases: l.bases(w, nil)}
+	for _, b := range x.bases {
+		if o := l.opposites[b]; o != nil {
+			x.opposites = append(x.opposites, o)
+		}
+		if x.noun == nil {
+			x.noun = l.noun(b)
+		}
+	}
+	return x
+}
+
+// relation names how two different words relate in the lexicon:
+// "kinds" when their nouns are kinds of one thing (and neither is a kind
+// or a part of the other, nor are they synonyms in any sense),
+// "opposites" when WordNet calls them antonyms, "" otherwise or when the
+// two are forms of one word.
+func relation(a, b *lexWord) string {
+	for _, x := range a.bases {
+		if slices.Contains(b.bases, x) {
+			return "" // "room" / "rooms"
+		}
+	}
+	for _, os := range a.opposites {
+		for _, y := range b.bases {
+			if slices.Contains(os, y) {
+				return "opposites"
+			}
+		}
+	}
+	na, nb := a.noun, b.noun
+	if na == nil || nb == nil {
+		return ""
+	}
+	if na.sense() == nb.sense() || slices.Contains(nb.other(), na.sense()) || slices.Contains(na.other(), nb.sense()) {
+		return "" // synonyms in some sense: "purse" and "bag"
+	}
+	for _, o := range na.other() {
+		if slices.Contains(nb.other(), o) {
+			return ""
+		}
+	}
+	if above(na, nb.sense()) || above(nb, na.sense()) {
+		return "" // a dog is an animal, England part of Britain
+	}
+	if na.instance() != nb.instance() {
+		return "" // a name and a kind: "the country" / "Israel" rewords
+	}
+	for _, x := range na.deep() {
+		if slices.Contains(nb.deep(), x) {
+			return "kinds"
+		}
+	}
+	return ""
+}
+
+// above reports whether sense s stands above e's: an ancestor, or a
+// whole it is part of.
+func above(e nounEntry, s uint32) bool {
+	return slices.Contains(e.deep(), s) || slices.Contains(e.out(), s)
+}
+
+// maxSwapWords bounds the words only one side holds for swapped to look
+// for a swap: texts that differ in more words than that differ anyway
+// (the encoder weighs them), and the guard runs on every comparison.
+const maxSwapWords = 8
+
+// swapped returns "w / x" for a word w only in text a and a word x only
+// in text b (wa and wb are their words, as words returns them) that are
+// kinds of one thing or opposites, and the relation; "" when there is
+// none. Function words, negation cues, words of fewer than three letters
+// and acronyms ("IAEA", which the other text may spell out) are not
+// tried. Words are tried in a's order, then b's, so the answer is
+// deterministic.
+func swapped(a, b string, wa, wb []string) (pair, rel string) {
+	ka, kb := foldAll(wa), foldAll(wb)
+	sa, sb := slices.Sorted(slices.Values(ka)), slices.Sorted(slices.Values(kb))
+	oa, ob := onlyIn(wa, ka, sb, acronyms(a)), onlyIn(wb, kb, sa, acronyms(b))
+	if len(oa) == 0 || len(ob) == 0 || len(oa) > maxSwapWords || len(ob) > maxSwapWords {
+		return "", ""
+	}
+	l := theLexicon()
+	la, lb := make([]lexWord, len(oa)), make([]lexWord, len(ob))
+	for i, w := range oa {
+		la[i] = l.look(w)
+	}
+	for i, w := range ob {
+		lb[i] = l.look(w)
+	}
+	for i := range la {
+		for j := range lb {
+			if r := relation(&la[i], &lb[j]); r != "" {
+				return la[i].word + " / " + lb[j].word, r
+			}
+		}
+	}
+	return "", ""
+}
+
+// onlyIn returns the distinct content words of a (folded: aKeys) none of
+// whose forms b holds ("houses" is in a text that says "house"; bSorted
+// are b's folded words, sorted), but those in skip; it stops past
+// maxSwapWords of them.
+func onlyIn(a, aKeys, bSorted, skip []string) []string {
+	var out, keys []string
+	for i, w := range a {
+		k := aKeys[i]
+		if len(w) < 3 || stopwords[w] || isNegation(w) || !isLetters(w) || slices.Contains(keys, k) || slices.Contains(skip, w) {
+			continue
+		}
+		if _, ok := slices.BinarySearch(bSorted, k); ok {
+			continue
+		}
+		out, keys = append(out, w), append(keys, k)
+		if len(out) > maxSwapWords {
+			break
+		}
+	}
+	return out
+}
+
+// acronyms are the words of text written in capitals only (two letters
+// or more), in lower case; none when the text has no lower-case letter
+// (a headline in capitals).
+func acronyms(text string) []string {
+	if !strings.ContainsFunc(text, unicode.IsLower) {
+		return nil
+	}
+	var out []string
+	for _, w := range strings.FieldsFunc(text, func(r rune) bool { return !unicode.IsLetter(r) }) {
+		if len(w) >= 2 && !strings.ContainsFunc(w, unicode.IsLower) {
+			out = append(out, strings.ToLower(w))
+		}
+	}
+	return out
+}
+
+// foldAll folds every word, possessives off.
+func foldAll(ws []string) []string {
+	out := make([]string, len(ws))
+	for i, w := range ws {
+		out[i] = foldLower(w)
+	}
+	return out
+}
+
+func isLetters(w string) bool {
+	for i := 0; i < len(w); i++ {
+		if w[i] < 'a' || w[i] > 'z' {
+			return false
+		}
+	}
+	return true
+}
