@@ -27,6 +27,8 @@ func TestContrast(t *testing.T) {
 		{"play Highway Tune on the kitchen speaker", "play Highway Tune on the bedroom speaker", "words of the same kind"},
 		{"schedule a visit to Pine Meadows Apartments for next Tuesday", "schedule a visit to Pine Meadows Apartments for next Friday", "words of the same kind"},
 		{"Find theater events in Chicago", "Find theater events in Seattle", "words of the same kind"},
+		{"Chicago's mayor opened the fair", "Seattle's mayor opened the fair", "words of the same kind"},
+		{"name IN ('alpha', 'beta', 'gamma')", "name:alpha OR name:beta OR name:gamma", ""}, // quoted words are words
 		{"The gate is blue.", "The gate is yellow.", "words of the same kind"},
 		{"NATO protesters acquitted of terrorism charges", "NATO protesters convicted of terrorism charges", "opposite words"},
 		{"There is a young girl.", "There is a young boy.", "opposite words"},

@@ -330,7 +330,11 @@ func onlyIn(a, aKeys, bSorted, skip []string) []string {
 	var out, keys []string
 	for i, w := range a {
 		k := aKeys[i]
-		if len(w) < 3 || stopwords[w] || isNegation(w) || !isLetters(w) || slices.Contains(keys, k) || slices.Contains(skip, w) {
+		if stopwords[w] || isNegation(w) {
+			continue
+		}
+		w = bare(w)
+		if len(w) < 3 || !isLetters(w) || slices.Contains(keys, k) || slices.Contains(skip, w) {
 			continue
 		}
 		if _, ok := slices.BinarySearch(bSorted, k); ok {
@@ -360,13 +364,19 @@ func acronyms(text string) []string {
 	return out
 }
 
-// foldAll folds every word, possessives off.
+// foldAll folds every word, bare.
 func foldAll(ws []string) []string {
 	out := make([]string, len(ws))
 	for i, w := range ws {
-		out[i] = foldLower(w)
+		out[i] = foldLower(bare(w))
 	}
 	return out
+}
+
+// bare is a word without its quotes and possessive: "'alpha'" is alpha,
+// "Chicago's" Chicago.
+func bare(w string) string {
+	return trimApostrophes(strings.TrimSuffix(strings.TrimSuffix(trimApostrophes(w), "'s"), "’s"))
 }
 
 func isLetters(w string) bool {
