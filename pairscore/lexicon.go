@@ -312,12 +312,23 @@ func swapped(a, b string, wa, wb []string) (pair, rel string) {
 	for i, w := range ob {
 		lb[i] = l.look(w)
 	}
+	// Opposites first, over every pair: which relation is named must not
+	// depend on which text comes first.
+	kinds := ""
 	for i := range la {
 		for j := range lb {
-			if r := relation(&la[i], &lb[j]); r != "" {
-				return la[i].word + " / " + lb[j].word, r
+			switch relation(&la[i], &lb[j]) {
+			case "opposites":
+				return la[i].word + " / " + lb[j].word, "opposites"
+			case "kinds":
+				if kinds == "" {
+					kinds = la[i].word + " / " + lb[j].word
+				}
 			}
 		}
+	}
+	if kinds != "" {
+		return kinds, "kinds"
 	}
 	return "", ""
 }
