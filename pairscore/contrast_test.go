@@ -29,7 +29,7 @@ func TestContrast(t *testing.T) {
 		{"Find theater events in Chicago", "Find theater events in Seattle", "words of the same kind"},
 		{"Chicago's mayor opened the fair", "Seattle's mayor opened the fair", "words of the same kind"},
 		{"name IN ('alpha', 'beta', 'gamma')", "name:alpha OR name:beta OR name:gamma", ""}, // quoted words are words
-		{"in the kitchen, the boy", "the girl in the bedroom", "opposite words"}, // whichever text comes first
+		{"in the kitchen, the boy", "the girl in the bedroom", "opposite words"},            // whichever text comes first
 		{"The gate is blue.", "The gate is yellow.", "words of the same kind"},
 		{"NATO protesters acquitted of terrorism charges", "NATO protesters convicted of terrorism charges", "opposite words"},
 		{"There is a young girl.", "There is a young boy.", "opposite words"},

@@ -298,9 +298,11 @@ const maxSwapWords = 8
 // tried. Words are tried in a's order, then b's, so the answer is
 // deterministic.
 func swapped(a, b string, wa, wb []string) (pair, rel string) {
-	ka, kb := foldAll(wa), foldAll(wb)
-	sa, sb := slices.Sorted(slices.Values(ka)), slices.Sorted(slices.Values(kb))
-	oa, ob := onlyIn(wa, ka, sb, acronyms(a)), onlyIn(wb, kb, sa, acronyms(b))
+	ca, cb := candidates(wa), candidates(wb)
+	if len(ca) == 0 || len(cb) == 0 {
+		return "", ""
+	}
+	oa, ob := onlyIn(ca, sortedKeys(cb), acronyms(a)), onlyIn(cb, sortedKeys(ca), acronyms(b))
 	if len(oa) == 0 || len(ob) == 0 || len(oa) > maxSwapWords || len(ob) > maxSwapWords {
 		return "", ""
 	}
@@ -333,25 +335,49 @@ func swapped(a, b string, wa, wb []string) (pair, rel string) {
 	return "", ""
 }
 
-// onlyIn returns the distinct content words of a (folded: aKeys) none of
-// whose forms b holds ("houses" is in a text that says "house"; bSorted
-// are b's folded words, sorted), but those in skip; it stops past
-// maxSwapWords of them.
-func onlyIn(a, aKeys, bSorted, skip []string) []string {
-	var out, keys []string
-	for i, w := range a {
-		k := aKeys[i]
+// candidate is a word swapped may try, bare, with its folded key.
+type candidate struct{ word, key string }
+
+// candidates are the words of a text swapped may try: no function words
+// or negation cues, bare ("Chicago's" is Chicago), of three letters a–z
+// at least.
+func candidates(ws []string) []candidate {
+	var out []candidate
+	for _, w := range ws {
 		if stopwords[w] || isNegation(w) {
 			continue
 		}
-		w = bare(w)
-		if len(w) < 3 || !isLetters(w) || slices.Contains(keys, k) || slices.Contains(skip, w) {
+		if w = bare(w); len(w) >= 3 && isLetters(w) {
+			out = append(out, candidate{word: w, key: foldLower(w)})
+		}
+	}
+	return out
+}
+
+// sortedKeys are the candidates' keys, sorted.
+func sortedKeys(cs []candidate) []string {
+	out := make([]string, len(cs))
+	for i, c := range cs {
+		out[i] = c.key
+	}
+	slices.Sort(out)
+	return out
+}
+
+// onlyIn returns the distinct words of a none of whose forms the other
+// text holds ("houses" is in a text that says "house"; bSorted are its
+// candidates' keys, sorted), but those in skip; it stops past
+// maxSwapWords of them.
+func onlyIn(a []candidate, bSorted, skip []string) []string {
+	var out, keys []string
+	for _, c := range a {
+		if slices.Contains(keys, c.key) || slices.Contains(skip, c.word) {
 			continue
 		}
-		if _, ok := slices.BinarySearch(bSorted, k); ok {
+		if _, ok := slices.BinarySearch(bSorted, c.key); ok {
 			continue
 		}
-		out, keys = append(out, w), append(keys, k)
+		out, keys = append(out, c.word), append(keys, c.key)
 		if len(out) > maxSwapWords {
 			break
 		}
@@ -363,23 +389,30 @@ func onlyIn(a, aKeys, bSorted, skip []string) []string {
 // or more), in lower case; none when the text has no lower-case letter
 // (a headline in capitals).
 func acronyms(text string) []string {
-	if !strings.ContainsFunc(text, unicode.IsLower) {
-		return nil
-	}
 	var out []string
-	for _, w := range strings.FieldsFunc(text, func(r rune) bool { return !unicode.IsLetter(r) }) {
-		if len(w) >= 2 && !strings.ContainsFunc(w, unicode.IsLower) {
-			out = append(out, strings.ToLower(w))
+	lower, start, upper := false, -1, true
+	end := func(i int) {
+		if start >= 0 && upper && i-start >= 2 {
+			out = append(out, strings.ToLower(text[start:i]))
+		}
+		start, upper = -1, true
+	}
+	for i, r := range text {
+		switch {
+		case !unicode.IsLetter(r):
+			end(i)
+		default:
+			if start < 0 {
+				start = i
+			}
+			if unicode.IsLower(r) {
+				lower, upper = true, false
+			}
 		}
 	}
-	return out
-}
-
-// foldAll folds every word, bare.
-func foldAll(ws []string) []string {
-	out := make([]string, len(ws))
-	for i, w := range ws {
-		out[i] = foldLower(bare(w))
+	end(len(text))
+	if !lower {
+		return nil
 	}
 	return out
 }
