@@ -210,11 +210,7 @@ func TestWideScopeWaitsForACallStillBeingEmbedded(t *testing.T) {
 // wide scope as blind; a later rewording in another session embeds it and
 // is caught, instead of executing as if the scope were empty.
 func TestWideScopeComparesABlindRecord(t *testing.T) {
-	led := openStore(t, t.TempDir())
-	a := newFunnel(t, led, time.Now, options{policies: scoped(ScopeWorkflow), scopes: true, embedder: brokenEncoder{encoder(t)}})
-	first := checkOn(t, a, Request{Session: "agent-a", Step: "1", Tool: "post_message", Arguments: []byte(notify1)})
-	want(t, first, Execute, StageNew)
-	closeFunnel(t, a)
+	led, first := blindClaim(t)
 	if got, err := led.Get(context.Background(), "acme", first.Key); err != nil || len(got.Record.Embedding) != 0 {
 		t.Fatalf("agent-a's record: %d embedding values, %v; want none", len(got.Record.Embedding), err)
 	}
@@ -230,15 +226,23 @@ func TestWideScopeComparesABlindRecord(t *testing.T) {
 	}
 }
 
-// TestWideScopeForgetsAFailedBlindRecord: a blind record whose call then
-// failed (its effect did not happen) is no candidate: the rewording
-// executes, and the scope stops listing it.
-func TestWideScopeForgetsAFailedBlindRecord(t *testing.T) {
+// blindClaim claims notify1 for agent-a through a funnel whose encoder
+// fails, and closes it: the record holds the call's text and no embedding.
+func blindClaim(t *testing.T) (*ledger.Ledger, Result) {
+	t.Helper()
 	led := openStore(t, t.TempDir())
 	a := newFunnel(t, led, time.Now, options{policies: scoped(ScopeWorkflow), scopes: true, embedder: brokenEncoder{encoder(t)}})
 	first := checkOn(t, a, Request{Session: "agent-a", Step: "1", Tool: "post_message", Arguments: []byte(notify1)})
 	want(t, first, Execute, StageNew)
 	closeFunnel(t, a)
+	return led, first
+}
+
+// TestWideScopeForgetsAFailedBlindRecord: a blind record whose call then
+// failed (its effect did not happen) is no candidate: the rewording
+// executes, and the scope stops listing it.
+func TestWideScopeForgetsAFailedBlindRecord(t *testing.T) {
+	led, first := blindClaim(t)
 
 	b := newFunnel(t, led, time.Now, options{policies: scoped(ScopeWorkflow), scopes: true})
 	// A call to another channel loads the scope: agent-a's call is in it, blind.

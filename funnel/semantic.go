@@ -566,10 +566,13 @@ func (f *Funnel) decideCandidates(ctx, bctx context.Context, c *check, cands []c
 		var earlier *canon.Call // the candidate's call, read once for both uses below
 		if cd.score >= c.dup {
 			earlier = f.earlierCall(c, &got.Record)
-			// The pair scorer weighs the contrast guard's signals itself.
-			if kind := f.contrastWith(c, earlier); kind != "" && f.scorer == nil {
-				cd.score = math.Nextafter(c.dup, 0)
-				c.note("the earlier call's text differs in %s: held below the duplicate threshold", kind)
+			// The pair scorer weighs the contrast guard's signals itself:
+			// the guard runs only without it.
+			if f.scorer == nil {
+				if kind := f.contrastWith(c, earlier); kind != "" {
+					cd.score = math.Nextafter(c.dup, 0)
+					c.note("the earlier call's text differs in %s: held below the duplicate threshold", kind)
+				}
 			}
 		}
 		if cd.score >= c.dup && cd.probable && f.judge != nil && c.pol.Judge {

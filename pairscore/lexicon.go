@@ -47,19 +47,8 @@ func (e nounEntry) other() []uint32 { n := 3 + e[2]; return e[n+1+e[n]:] }
 // server's resident set would keep it).
 type nounParser struct{ deep, out, other []uint32 }
 
-// parseNoun reads "[*]id ancestor… -id… =id…" into an entry; nil when the
-// line does not read or names no deep ancestor.
-func parseNoun(f []string) nounEntry {
-	var p nounParser
-	e, ok := p.append(nil, f)
-	if !ok {
-		return nil
-	}
-	return e
-}
-
-// append appends the entry of the fields f to dst, or reports that they
-// do not read or name no deep ancestor.
+// append appends the entry of the fields "[*]id ancestor… -id… =id…" to
+// dst, or reports that they do not read or name no deep ancestor.
 func (p *nounParser) append(dst []uint32, f []string) ([]uint32, bool) {
 	if len(f) < 2 {
 		return dst, false
@@ -257,13 +246,8 @@ func relation(a, b *lexWord) string {
 	if na == nil || nb == nil {
 		return ""
 	}
-	if na.sense() == nb.sense() || slices.Contains(nb.other(), na.sense()) || slices.Contains(na.other(), nb.sense()) {
+	if shareSense(na, nb) {
 		return "" // synonyms in some sense: "purse" and "bag"
-	}
-	for _, o := range na.other() {
-		if slices.Contains(nb.other(), o) {
-			return ""
-		}
 	}
 	if above(na, nb.sense()) || above(nb, na.sense()) {
 		return "" // a dog is an animal, England part of Britain
@@ -277,6 +261,20 @@ func relation(a, b *lexWord) string {
 		}
 	}
 	return ""
+}
+
+// shareSense reports whether two nouns have a sense in common, their
+// commonest or another.
+func shareSense(a, b nounEntry) bool {
+	if a.sense() == b.sense() || slices.Contains(b.other(), a.sense()) {
+		return true
+	}
+	for _, o := range a.other() {
+		if o == b.sense() || slices.Contains(b.other(), o) {
+			return true
+		}
+	}
+	return false
 }
 
 // above reports whether sense s stands above e's: an ancestor, or a

@@ -63,3 +63,15 @@ func BenchmarkLexiconLoad(b *testing.B) {
 	}
 	b.ReportMetric(float64(heap)/(1<<20), "heap-MiB")
 }
+
+// parseNoun reads one noun line's fields past the word into an entry, as
+// the lexicon's reader does; nil when they do not read or name no deep
+// ancestor.
+func parseNoun(f []string) nounEntry {
+	var p nounParser
+	e, ok := p.append(nil, f)
+	if !ok {
+		return nil
+	}
+	return e
+}

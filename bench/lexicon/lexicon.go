@@ -20,6 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -217,28 +218,30 @@ func (db *database) hypernyms(s synsetID) []synsetID {
 // depths are the hypernym steps from every noun synset to the root.
 func (db *database) depths() map[synsetID]int {
 	d := map[synsetID]int{}
-	var walk func(s synsetID, seen map[synsetID]bool) int
-	walk = func(s synsetID, seen map[synsetID]bool) int {
+	onPath := map[synsetID]bool{}
+	var walk func(s synsetID) int
+	walk = func(s synsetID) int {
 		if v, ok := d[s]; ok {
 			return v
 		}
-		if seen[s] { // a cycle: WordNet has none, a damaged file might
+		if onPath[s] { // a cycle: WordNet has none, a damaged file might
 			return 0
 		}
-		seen[s] = true
+		onPath[s] = true
 		best := -1
 		for _, h := range db.hypernyms(s) {
-			if v := walk(h, seen) + 1; best < 0 || v < best {
+			if v := walk(h) + 1; best < 0 || v < best {
 				best = v
 			}
 		}
+		delete(onPath, s)
 		best = max(best, 0)
 		d[s] = best
 		return best
 	}
 	for s := range db.synsets {
 		if s.pos == 'n' {
-			walk(s, map[synsetID]bool{})
+			walk(s)
 		}
 	}
 	return d
@@ -293,7 +296,7 @@ func Build(dir string, w io.Writer) error {
 	fmt.Fprintf(bw, "%s: from WordNet 3.0 (Princeton University, see LICENSE-WordNet) by bench/cmd/lexicon; hops %d, min depth %d\n", Header, Hops, MinDepth)
 
 	known := map[string]bool{}
-	nouns := sortedKeys(db.senses['n'])
+	nouns := slices.Sorted(maps.Keys(db.senses['n']))
 	for _, lemma := range nouns {
 		if !word(lemma) || db.tagged['v'][lemma] > db.tagged['n'][lemma] || db.gerund(lemma) {
 			continue
@@ -334,7 +337,7 @@ func Build(dir string, w io.Writer) error {
 		known[p[0]], known[p[1]] = true, true
 	}
 
-	for _, form := range sortedKeys(db.exc) {
+	for _, form := range slices.Sorted(maps.Keys(db.exc)) {
 		if !word(form) || known[form] {
 			continue
 		}
@@ -439,24 +442,5 @@ func (db *database) opposites() [][2]string {
 			seen[[2]string{a, b}] = true
 		}
 	}
-	out := make([][2]string, 0, len(seen))
-	for p := range seen {
-		out = append(out, p)
-	}
-	slices.SortFunc(out, func(x, y [2]string) int {
-		if c := strings.Compare(x[0], y[0]); c != 0 {
-			return c
-		}
-		return strings.Compare(x[1], y[1])
-	})
-	return out
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
+	return slices.SortedFunc(maps.Keys(seen), func(x, y [2]string) int { return slices.Compare(x[:], y[:]) })
 }
