@@ -338,6 +338,44 @@ func TestSyncRoundPicksTheLogs(t *testing.T) {
 	}
 }
 
+// TestSyncRoundCostDoesNotGrowWithTheTables: a round after the first
+// does not list the directory, so its work does not grow with the tables
+// a growing store keeps beside its logs (with 5,000 of them a listing
+// allocates over 5,000 objects a round).
+func TestSyncRoundCostDoesNotGrowWithTheTables(t *testing.T) {
+	s := openStore(t, t.TempDir(), false) // only for the read timestamp
+	g := syncRoundWithTables(t, s, 5000)
+	allocs := testing.AllocsPerRun(50, func() {
+		if _, err := g.round(); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs > 100 {
+		t.Errorf("a round allocated %.0f objects beside 5,000 tables, want at most 100", allocs)
+	}
+}
+
+// syncRoundWithTables returns a groupSync over a directory holding one
+// write-ahead log and n table files, its fsyncs counted but not made, its
+// first round (the one that lists the directory) done.
+func syncRoundWithTables(tb testing.TB, s *Store, n int) *groupSync {
+	dir := tb.TempDir()
+	for i := range n {
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("%06d.sst", i)), nil, 0o644); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "00001.mem"), nil, 0o644); err != nil {
+		tb.Fatal(err)
+	}
+	g := newGroupSync(s.db, dir)
+	g.syncFile = func(*os.File) error { return nil }
+	if _, err := g.round(); err != nil {
+		tb.Fatal(err)
+	}
+	return g
+}
+
 // TestEmptyLogAfterAPowerCut: a power cut while Badger creates a
 // write-ahead log can leave it a file of 0 bytes; the store still opens,
 // with every record, instead of refusing to start.
