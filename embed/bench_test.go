@@ -95,6 +95,24 @@ func BenchmarkUSETexts200(b *testing.B) {
 	}
 }
 
+// BenchmarkTokenize tokenizes the 200 texts of bench/tfjs/texts.json; one
+// op is all 200.
+func BenchmarkTokenize(b *testing.B) {
+	texts := loadTexts200(b)
+	u, err := NewUSE(DefaultUSEConfig())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		for _, bt := range texts {
+			if _, err := u.Tokenize(bt.Text); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+}
+
 // BenchmarkUSEBatch64 measures a batch of 64 reference texts on all cores.
 func BenchmarkUSEBatch64(b *testing.B) {
 	cases := loadReference(b)

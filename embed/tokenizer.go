@@ -93,17 +93,18 @@ func (t *tokenizer) encode(text string) []int {
 	}
 	best := make([]float64, n+1)
 	words := make([]int, n+1)
-	// Every match [i, i+len) is considered in order of end position, then
-	// start position, which is the order of the reference's lattice walk.
-	// Because matches end after they start, walking starts in ascending
-	// order and relaxing each end position as soon as its start is final
-	// gives the same order per end position.
-	type cand struct {
-		start int
-		id    int
-		score float64
+	// The reference's lattice walk considers every match [i, i+len) in
+	// order of end position, then start position, keeping the last of the
+	// best. Relaxing the matches of each start in ascending order, as
+	// they are found, considers those of each end position in the same
+	// order (a start has at most one match per end), and best[i] is final
+	// when start i is reached (every match ending at i starts before it):
+	// the same answer, without keeping the matches.
+	relax := func(start, end, id int, score float64) {
+		if s := score + best[start]; best[end] == 0 || s >= best[end] {
+			best[end], words[end] = s, id
+		}
 	}
-	byEnd := make([][]cand, n+1)
 	for i := 0; i < n; i++ {
 		node := int32(0)
 		found := false
@@ -114,21 +115,12 @@ func (t *tokenizer) encode(text string) []int {
 			}
 			node = child
 			if e := t.end[node]; e != 0 {
-				byEnd[j+1] = append(byEnd[j+1], cand{start: i, id: int(e - 1), score: t.score[node]})
+				relax(i, j+1, int(e-1), t.score[node])
 				found = true
 			}
 		}
 		if !found {
-			byEnd[i+1] = append(byEnd[i+1], cand{start: i, id: unknownID})
-		}
-	}
-	for e := 1; e <= n; e++ {
-		for _, c := range byEnd[e] {
-			s := c.score + best[c.start]
-			if best[e] == 0 || s >= best[e] {
-				best[e] = s
-				words[e] = c.id
-			}
+			relax(i, i+1, unknownID, 0)
 		}
 	}
 	var ids []int
