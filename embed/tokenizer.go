@@ -91,6 +91,32 @@ func (t *tokenizer) encode(text string) []int {
 	if n == 0 {
 		return nil
 	}
+	words := t.bestWords(sym)
+	var ids []int
+	for it := n; it > 0; {
+		id := words[it]
+		ids = append(ids, id)
+		it -= t.u16len[id]
+	}
+	// Merge consecutive unknowns (in backward order, as the reference).
+	out := ids[:0]
+	prevUnk := false
+	for _, id := range ids {
+		if !(prevUnk && id == unknownID) {
+			out = append(out, id)
+		}
+		prevUnk = id == unknownID
+	}
+	for i, j := 0, len(out)-1; i < j; i, j = i+1, j-1 {
+		out[i], out[j] = out[j], out[i]
+	}
+	return out
+}
+
+// bestWords returns, for every end position of sym, the token of the best
+// segmentation of sym up to it (the reference's Viterbi pass).
+func (t *tokenizer) bestWords(sym []rune) []int {
+	n := len(sym)
 	best := make([]float64, n+1)
 	words := make([]int, n+1)
 	// The reference's lattice walk considers every match [i, i+len) in
@@ -123,23 +149,5 @@ func (t *tokenizer) encode(text string) []int {
 			relax(i, i+1, unknownID, 0)
 		}
 	}
-	var ids []int
-	for it := n; it > 0; {
-		id := words[it]
-		ids = append(ids, id)
-		it -= t.u16len[id]
-	}
-	// Merge consecutive unknowns (in backward order, as the reference).
-	out := ids[:0]
-	prevUnk := false
-	for _, id := range ids {
-		if !(prevUnk && id == unknownID) {
-			out = append(out, id)
-		}
-		prevUnk = id == unknownID
-	}
-	for i, j := 0, len(out)-1; i < j; i, j = i+1, j-1 {
-		out[i], out[j] = out[j], out[i]
-	}
-	return out
+	return words
 }
