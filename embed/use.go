@@ -111,6 +111,7 @@ func NewUSE(cfg USEConfig) (*USE, error) {
 	}
 	u := &USE{cfg: cfg, kern: kern.name, tok: newTokenizer(m.vocab), enc: enc}
 	u.ws.New = func() any { return newWorkspace() }
+	release(useLiteFile, enc.emb) // the embedding table is read from the file; the rest is in the heap now
 	return u, nil
 }
 
