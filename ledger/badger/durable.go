@@ -252,14 +252,16 @@ func (g *groupSync) round() (uint64, error) {
 			return ts, g.db.Sync()
 		}
 		for _, l := range logs {
-			if err := g.open(l.fid); err != nil && !errors.Is(err, os.ErrNotExist) {
-				return 0, err // (gone: flushed to a table, which Badger syncs, since the listing)
+			// A log gone since the listing was flushed to a table, which
+			// Badger syncs.
+			if err := g.open(l.fid, l.name); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return 0, err
 			}
 		}
 		g.newest, appeared = logs[len(logs)-1].fid, true
 	}
 	for { // the memtables rotated since the last round
-		err := g.open(g.newest + 1)
+		err := g.open(g.newest+1, logFile(g.newest+1))
 		if errors.Is(err, os.ErrNotExist) {
 			break
 		}
@@ -271,7 +273,7 @@ func (g *groupSync) round() (uint64, error) {
 	for _, fid := range slices.Sorted(maps.Keys(g.files)) {
 		f := g.files[fid]
 		if err := g.syncFile(f); err != nil {
-			return 0, fmt.Errorf("%s: %w", logFile(fid), err)
+			return 0, fmt.Errorf("%s: %w", f.Name(), err)
 		}
 		if fid != g.newest { // it stopped growing, and is now on disk
 			f.Close()
@@ -286,9 +288,9 @@ func (g *groupSync) round() (uint64, error) {
 	return ts, nil
 }
 
-// open opens the log numbered fid into g.files.
-func (g *groupSync) open(fid int) error {
-	f, err := os.Open(filepath.Join(g.dir, logFile(fid)))
+// open opens the log numbered fid, named name, into g.files.
+func (g *groupSync) open(fid int, name string) error {
+	f, err := os.Open(filepath.Join(g.dir, name))
 	if err != nil {
 		return err
 	}
