@@ -131,23 +131,30 @@ func (t *tokenizer) bestWords(sym []rune) []int {
 			best[end], words[end] = s, id
 		}
 	}
-	for i := 0; i < n; i++ {
-		node := int32(0)
-		found := false
-		for j := i; j < n; j++ {
-			child, ok := t.next[uint64(node)<<32|uint64(uint32(sym[j]))]
-			if !ok {
-				break
-			}
-			node = child
-			if e := t.end[node]; e != 0 {
-				relax(i, j+1, int(e-1), t.score[node])
-				found = true
-			}
-		}
-		if !found {
-			relax(i, i+1, unknownID, 0)
-		}
+	for i := range n {
+		t.matches(sym, i, func(end, id int, score float64) { relax(i, end, id, score) })
 	}
 	return words
+}
+
+// matches calls fn for every vocabulary piece that sym holds from start,
+// shortest first (end is one past its last symbol), or once for the
+// unknown piece [start, start+1) when none does.
+func (t *tokenizer) matches(sym []rune, start int, fn func(end, id int, score float64)) {
+	node := int32(0)
+	found := false
+	for j := start; j < len(sym); j++ {
+		child, ok := t.next[uint64(node)<<32|uint64(uint32(sym[j]))]
+		if !ok {
+			break
+		}
+		node = child
+		if e := t.end[node]; e != 0 {
+			fn(j+1, int(e-1), t.score[node])
+			found = true
+		}
+	}
+	if !found {
+		fn(start+1, unknownID, 0)
+	}
 }

@@ -6,7 +6,8 @@ import (
 )
 
 // latticeWords is the Viterbi pass as the reference walks its lattice:
-// every match kept by end position, then relaxed end by end. bestWords
+// every match kept by end position, then relaxed end by end (the matches
+// found by the same trie walk, which the change to bestWords left alone). bestWords
 // must give the same tokens without keeping the matches.
 func latticeWords(t *tokenizer, sym []rune) []int {
 	n := len(sym)
@@ -17,23 +18,10 @@ func latticeWords(t *tokenizer, sym []rune) []int {
 		score     float64
 	}
 	byEnd := make([][]cand, n+1)
-	for i := 0; i < n; i++ {
-		node := int32(0)
-		found := false
-		for j := i; j < n; j++ {
-			child, ok := t.next[uint64(node)<<32|uint64(uint32(sym[j]))]
-			if !ok {
-				break
-			}
-			node = child
-			if e := t.end[node]; e != 0 {
-				byEnd[j+1] = append(byEnd[j+1], cand{start: i, id: int(e - 1), score: t.score[node]})
-				found = true
-			}
-		}
-		if !found {
-			byEnd[i+1] = append(byEnd[i+1], cand{start: i, id: unknownID})
-		}
+	for i := range n {
+		t.matches(sym, i, func(end, id int, score float64) {
+			byEnd[end] = append(byEnd[end], cand{start: i, id: id, score: score})
+		})
 	}
 	for e := 1; e <= n; e++ {
 		for _, c := range byEnd[e] {
