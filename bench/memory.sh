@@ -33,6 +33,9 @@ sleep 2 # let the start settle before reading the idle figures
 # The resident set in anonymous memory (the heap, Badger's memtables) and
 # in file pages (Badger's tables and logs, mapped: the kernel can drop them).
 grep -E '^(RssAnon|RssFile)' "/proc/$pid/status" | tr -s ' \t' ' ' | paste -sd ' ' | sed 's/^/after: /'
+# What the session views hold (sessions.max_view_bytes bounds it; an
+# older build reports nothing).
+curl -sf "http://127.0.0.1:$port/metrics" | grep -E '^idem_session_view' | paste -sd ' ' | sed 's/^/views: /' || true
 if [ -n "${IDEM_MEMORY_PROFILE:-}" ]; then
 	curl -sf "http://$debug/debug/pprof/heap" -o "$IDEM_MEMORY_PROFILE"
 	go tool pprof -top -sample_index=inuse_space -nodecount=25 "$tmp/idem" "$IDEM_MEMORY_PROFILE" 2>/dev/null | sed -n '1,32p'

@@ -3,6 +3,7 @@ package canon
 import (
 	"strconv"
 	"strings"
+	"unsafe"
 )
 
 // Grade is how an identity leaf of one call compares with the same leaf
@@ -161,6 +162,7 @@ type IdentityLeaves struct {
 	rules  *typedRules // nil: typed comparison off, no readings
 	leaves []idLeaf
 	named  []string // currencies the call's identity leaves name: ISO codes, or shared signs
+	bytes  int      // the heap it holds (Bytes)
 }
 
 type idLeaf struct {
@@ -235,9 +237,16 @@ func (c *Call) IdentityLeaves() *IdentityLeaves {
 		if cur := currencyNamed(&l); cur != "" {
 			id.named = append(id.named, cur)
 		}
+		size += len(l.norm)
 	}
+	id.bytes = int(unsafe.Sizeof(*id)) + size + cap(id.leaves)*int(unsafe.Sizeof(idLeaf{})) + cap(id.named)*int(unsafe.Sizeof(""))
 	return id
 }
+
+// Bytes is about how much memory id holds: itself, its leaves and the
+// block of their strings (a currency named by the leaves is a shared
+// string, not counted).
+func (id *IdentityLeaves) Bytes() int { return id.bytes }
 
 // codeRules are the class rules of code: values no name reading applies
 // to ("rm -rf /tmp/a" is not "rm -rf /tmp/a/b" shortened).

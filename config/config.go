@@ -193,6 +193,10 @@ type Sessions struct {
 	// MaxViews bounds the sessions held (least recently used dropped
 	// first; a dropped one is loaded again from the ledger).
 	MaxViews int `yaml:"max_views"`
+	// MaxViewBytes bounds the views' memory in all, as estimated per
+	// call (least recently used dropped first; the view a check uses is
+	// kept even when it alone is larger).
+	MaxViewBytes int64 `yaml:"max_view_bytes"`
 	// Warm is how many of the most recently active sessions are loaded
 	// from the ledger at start.
 	Warm int `yaml:"warm"`
@@ -284,7 +288,7 @@ func Default() Config {
 			Scorer: ScorerNone,
 			Kernel: embed.KernelAuto,
 		},
-		Sessions: Sessions{MaxViews: lc.MaxSessions, Warm: lc.WarmSessions},
+		Sessions: Sessions{MaxViews: lc.MaxSessions, MaxViewBytes: lc.MaxViewBytes, Warm: lc.WarmSessions},
 		Index:    Index{ANNMin: index.DefaultANNMin, MaxPerScope: 100_000, MaxVectors: 400_000},
 		Judge:    Judge{BaseURL: "https://api.openai.com/v1", Timeout: 2 * time.Second},
 		Budget:   lc.Budget,
@@ -457,6 +461,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Index.MaxVectors < c.Index.MaxPerScope {
 		bad("index.max_vectors", "must be at least index.max_per_scope")
+	}
+	if c.Sessions.MaxViewBytes < 1 {
+		bad("sessions.max_view_bytes", "must be at least 1")
 	}
 	if c.Sessions.Warm < 0 || c.Sessions.Warm > c.Sessions.MaxViews {
 		bad("sessions.warm", "must be in [0, sessions.max_views]")

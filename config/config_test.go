@@ -47,7 +47,7 @@ func TestExampleConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := Default()
-	if cfg.Listen != d.Listen || cfg.Store != d.Store || cfg.Ledger != d.Ledger || cfg.Limits != d.Limits || cfg.Budget != d.Budget {
+	if cfg.Listen != d.Listen || cfg.Store != d.Store || cfg.Ledger != d.Ledger || cfg.Limits != d.Limits || cfg.Budget != d.Budget || cfg.Sessions != d.Sessions {
 		t.Errorf("the example's values drifted from the defaults:\n%+v", cfg)
 	}
 	if len(cfg.Policies) != 3 || cfg.Policies[0].Name != "email" || cfg.Policies[0].DuplicateThreshold != 0.9 || cfg.Policies[0].Lease != time.Minute {

@@ -124,6 +124,12 @@ type Config struct {
 	// MaxSessions bounds the session views held in memory (least recently
 	// used dropped first; a dropped view is loaded again from the ledger).
 	MaxSessions int
+	// MaxViewBytes bounds the memory of the session views in all, as
+	// their entries are estimated (about 1.2 KB a call with text by the
+	// built-in encoder, 0.6 KB without): past it the least recently used
+	// views are dropped. The view a check uses is kept even when it alone
+	// is larger.
+	MaxViewBytes int64
 	// WarmSessions is how many of the most recently active sessions are
 	// loaded from the ledger when the funnel starts; 0 loads none ahead.
 	WarmSessions int
@@ -152,8 +158,8 @@ type Config struct {
 }
 
 // DefaultConfig returns a 50 ms budget, 5 ms kept back from the judge,
-// waits of up to 30 s, TopK 8, 10,000 session views of which the 1,000
-// most recent are warmed at start, batches of up to 32 texts, 256 texts
+// waits of up to 30 s, TopK 8, 10,000 session views (256 MiB of them at
+// most) of which the 1,000 most recent are warmed at start, batches of up to 32 texts, 256 texts
 // waiting for checks and 65,536 in the background, one encoder worker,
 // and DefaultPolicies.
 func DefaultConfig() Config {
@@ -163,6 +169,7 @@ func DefaultConfig() Config {
 		MaxWait:         30 * time.Second,
 		TopK:            8,
 		MaxSessions:     10_000,
+		MaxViewBytes:    256 << 20,
 		WarmSessions:    1_000,
 		EncoderBatch:    32,
 		EncoderQueue:    256,
@@ -189,6 +196,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxSessions < 1 {
 		errs = append(errs, errors.New("max_sessions: must be at least 1"))
+	}
+	if c.MaxViewBytes < 1 {
+		errs = append(errs, errors.New("max_view_bytes: must be at least 1"))
 	}
 	if c.WarmSessions < 0 || c.WarmSessions > c.MaxSessions {
 		errs = append(errs, errors.New("warm_sessions: must be in [0, max_sessions]"))
@@ -280,7 +290,7 @@ func New(cfg Config, deps Deps) (*Funnel, error) {
 	}
 	f := &Funnel{
 		cfg: cfg, canon: deps.Canon, ledger: deps.Ledger, embedder: deps.Embedder,
-		judge: deps.Judge, sessions: newSessions(cfg.MaxSessions), log: cfg.Logger, now: cfg.Now,
+		judge: deps.Judge, sessions: newSessions(cfg.MaxSessions, cfg.MaxViewBytes), log: cfg.Logger, now: cfg.Now,
 	}
 	if e, ok := f.judge.(interface{ Enabled() bool }); ok && !e.Enabled() {
 		f.judge = nil // a disabled judge is no judge: the fallback applies, quietly

@@ -94,6 +94,8 @@ type options struct {
 	scopes bool
 	// maxPerScope, when set, is the index's MaxPerScope.
 	maxPerScope int
+	// maxViewBytes, when set, is the funnel's MaxViewBytes.
+	maxViewBytes int64
 }
 
 // newEnv builds a funnel on a real Badger ledger in a temp dir and the real
@@ -139,6 +141,9 @@ func newFunnel(t testing.TB, led Ledger, now func() time.Time, o options) *Funne
 	cfg.Now = now
 	if o.policies != nil {
 		cfg.Policies = o.policies
+	}
+	if o.maxViewBytes > 0 {
+		cfg.MaxViewBytes = o.maxViewBytes
 	}
 	if o.budget > 0 {
 		cfg.Budget = o.budget

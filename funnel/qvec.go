@@ -45,6 +45,9 @@ func abs32(x float32) float32 {
 	return x
 }
 
+// bytes is about how much memory v holds.
+func (v *qvec) bytes() int { return 64 + cap(v.q) + 4*cap(v.scale) }
+
 // windows is how many windows v holds.
 func (v *qvec) windows() int { return len(v.scale) }
 

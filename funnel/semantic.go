@@ -239,6 +239,7 @@ func (f *Funnel) textStage(ctx, bctx context.Context, c *check, s *session, gate
 			if w := windowsOf(got.Record.Embedding, f.dim); len(w) > 0 {
 				s.mu.Lock()
 				e.qv, e.text = quantize(w), textSome
+				s.resize(e)
 				s.mu.Unlock()
 				p.vecs = w
 				items = append(items, p)
@@ -680,6 +681,7 @@ func (f *Funnel) grade(ctx context.Context, c *check, s *session, shaped []*entr
 			leaves = earlier.IdentityLeaves()
 			s.mu.Lock()
 			e.leaves = leaves
+			s.resize(e)
 			s.mu.Unlock()
 		}
 		graded, ok := c.leaves.Restates(leaves, c.today)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 
 	"github.com/idem-dev/idem/canon"
 	"github.com/idem-dev/idem/ledger"
@@ -51,6 +52,28 @@ type entry struct {
 	// ("" for the view's own); wide and wideTag the wider scope and tag
 	// its embedding joins once known (see scopes.go).
 	session, wide, wideTag string
+	// bytes is what its view is charged for it (see resize).
+	bytes int
+}
+
+// entryBytes is what an entry holds beyond its key, vectors and leaves:
+// the struct, its tool's share, and its places in the view's maps and
+// slices (TestViewBytesEstimate checks it against the heap).
+const entryBytes = 520
+
+// size is about how much memory e holds in its view.
+func (e *entry) size() int {
+	n := entryBytes + len(e.key) + len(e.session)
+	if e.qv != nil {
+		n += e.qv.bytes()
+	}
+	for _, v := range e.vecs {
+		n += 24 + 4*cap(v)
+	}
+	if e.leaves != nil {
+		n += e.leaves.Bytes()
+	}
+	return n
 }
 
 // identKey finds the calls of a tool with equal identity fields.
@@ -87,6 +110,72 @@ type session struct {
 	byShape    map[identKey][]*entry // by tool and ShapeDigest (entries read only)
 	byTool     map[string][]*entry
 	order      []*entry // arrival order
+	// acct is what the view charges to the bound on all views' bytes.
+	acct account
+}
+
+// account holds a view's share of the bound on all views' memory
+// (Config.MaxViewBytes): the sum of its entries' sizes, charged to the
+// views' total while the view is held. Its own mutex is held for a few
+// instructions only, never with another lock taken after it, so a view
+// is dropped without waiting for its checks.
+type account struct {
+	mu    sync.Mutex
+	bytes int64
+	total *atomic.Int64 // the views' total, nil when the view is not held
+}
+
+// charge adds d bytes to the view's size, and to the total while held.
+func (a *account) charge(d int64) {
+	a.mu.Lock()
+	a.bytes += d
+	if a.total != nil {
+		a.total.Add(d)
+	}
+	a.mu.Unlock()
+}
+
+// attach charges the view's size to total from now on.
+func (a *account) attach(total *atomic.Int64) {
+	a.mu.Lock()
+	a.total = total
+	total.Add(a.bytes)
+	a.mu.Unlock()
+}
+
+// detach takes the view's size off the total: the view is dropped (a
+// check that still holds it goes on with it, uncharged).
+func (a *account) detach() {
+	a.mu.Lock()
+	if a.total != nil {
+		a.total.Add(-a.bytes)
+		a.total = nil
+	}
+	a.mu.Unlock()
+}
+
+// size is the view's size in bytes.
+func (a *account) size() int64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.bytes
+}
+
+// resize charges e's view for what e holds now. The caller holds s.mu
+// and calls it after every change to e's vectors or leaves.
+func (s *session) resize(e *entry) {
+	n := e.size()
+	if d := n - e.bytes; d != 0 {
+		e.bytes = n
+		s.acct.charge(int64(d))
+	}
+}
+
+// forget takes e off its view's size (e has left the view). The caller
+// holds s.mu.
+func (s *session) forget(e *entry) {
+	s.acct.charge(-int64(e.bytes))
+	e.bytes = 0
 }
 
 func newSession() *session {
@@ -100,6 +189,9 @@ func newSession() *session {
 // records and its counter expired): the next load lists it anew.
 func (s *session) reset() {
 	s.loaded, s.lastSeq, s.covered = false, 0, 0
+	for _, e := range s.byKey {
+		s.forget(e)
+	}
 	clear(s.byKey)
 	clear(s.byHash)
 	clear(s.byIdentity)
@@ -155,9 +247,11 @@ func (s *session) add(e *entry) *entry {
 		if old.seq == e.seq {
 			if old.qv == nil && e.qv != nil {
 				old.qv, old.text = e.qv, textSome
+				s.resize(old)
 			}
 			return old
 		}
+		s.forget(old)
 		s.byHash[old.hash] = without(s.byHash[old.hash], old)
 		ik := identKey{old.tool, old.identity}
 		s.byIdentity[ik] = without(s.byIdentity[ik], old)
@@ -167,6 +261,9 @@ func (s *session) add(e *entry) *entry {
 		}
 		s.byTool[old.tool] = without(s.byTool[old.tool], old)
 		s.order = without(s.order, old)
+	}
+	if same := s.byTool[e.tool]; len(same) > 0 {
+		e.tool = same[0].tool // one copy of the tool's name per view
 	}
 	s.byKey[e.key] = e
 	s.byHash[e.hash] = append(s.byHash[e.hash], e)
@@ -186,6 +283,7 @@ func (s *session) add(e *entry) *entry {
 	s.order = append(s.order, nil)
 	copy(s.order[i+1:], s.order[i:])
 	s.order[i] = e
+	s.resize(e)
 	return e
 }
 
@@ -246,12 +344,18 @@ func windowsOf(emb []float32, dim int) [][]float32 {
 // baseKey strips a sampling retry's derived suffix (#s<n> or #e<hex>).
 func baseKey(key string) string { return ledger.BaseKey(key) }
 
-// sessions holds the session views, least recently used first out.
+// sessions holds the session views, least recently used first out: past
+// max views, or past maxBytes of them in all (the sizes their entries
+// are estimated at). The view a check asks for is always held, even when
+// it alone is over maxBytes.
 type sessions struct {
-	mu  sync.Mutex // guards m and lru
-	m   map[string]*list.Element
-	lru *list.List // of *sessionSlot, most recent at the front
-	max int
+	mu       sync.Mutex // guards m and lru
+	m        map[string]*list.Element
+	lru      *list.List // of *sessionSlot, most recent at the front
+	max      int
+	maxBytes int64
+	bytes    atomic.Int64 // the held views' sizes
+	dropped  atomic.Int64 // views dropped to keep within the bounds
 }
 
 type sessionSlot struct {
@@ -259,8 +363,8 @@ type sessionSlot struct {
 	s     *session
 }
 
-func newSessions(max int) *sessions {
-	return &sessions{m: map[string]*list.Element{}, lru: list.New(), max: max}
+func newSessions(max int, maxBytes int64) *sessions {
+	return &sessions{m: map[string]*list.Element{}, lru: list.New(), max: max, maxBytes: maxBytes}
 }
 
 // get returns the view of scope, creating it (empty, not loaded) if needed.
@@ -269,16 +373,48 @@ func (ss *sessions) get(scope string) *session {
 	defer ss.mu.Unlock()
 	if el, ok := ss.m[scope]; ok {
 		ss.lru.MoveToFront(el)
+		ss.trim() // the views may have grown since
 		return el.Value.(*sessionSlot).s
 	}
 	s := newSession()
+	s.acct.attach(&ss.bytes)
 	ss.m[scope] = ss.lru.PushFront(&sessionSlot{scope: scope, s: s})
-	for ss.lru.Len() > ss.max {
+	ss.trim()
+	return s
+}
+
+// ViewStats is what the session views hold.
+type ViewStats struct {
+	Views int // session views held
+	// Bytes is their memory as their entries are estimated (bounded by
+	// Config.MaxViewBytes).
+	Bytes int64
+	// Dropped counts the views dropped to keep within MaxSessions and
+	// MaxViewBytes since the funnel started (each is loaded again from
+	// the ledger when its session is next checked).
+	Dropped int64
+}
+
+// ViewStats reports what the session views hold now.
+func (f *Funnel) ViewStats() ViewStats {
+	ss := f.sessions
+	ss.mu.Lock()
+	n := ss.lru.Len()
+	ss.mu.Unlock()
+	return ViewStats{Views: n, Bytes: ss.bytes.Load(), Dropped: ss.dropped.Load()}
+}
+
+// trim drops the least recently used views past the bounds, never the
+// most recent one. The caller holds ss.mu.
+func (ss *sessions) trim() {
+	for ss.lru.Len() > ss.max || ss.lru.Len() > 1 && ss.bytes.Load() > ss.maxBytes {
 		last := ss.lru.Back()
 		ss.lru.Remove(last)
-		delete(ss.m, last.Value.(*sessionSlot).scope)
+		slot := last.Value.(*sessionSlot)
+		delete(ss.m, slot.scope)
+		slot.s.acct.detach()
+		ss.dropped.Add(1)
 	}
-	return s
 }
 
 // loadPage is how many records a load reads at a time; the view's lock is

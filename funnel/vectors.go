@@ -133,6 +133,7 @@ func (f *Funnel) landed(s *session, tenant string, e *entry, fl *flight, view st
 	}
 	if e.qv == nil {
 		e.qv, e.vecs = quantize(fl.windows), fl.windows
+		s.resize(e)
 		f.queueWrite(write{tenant: tenant, key: e.key, seq: e.seq, hash: e.hash, vec: slices.Concat(fl.windows...), s: s, e: e})
 	}
 }
@@ -174,6 +175,7 @@ func (f *Funnel) writeOne(ctx context.Context, w write) {
 			if w.s != nil {
 				w.s.mu.Lock()
 				w.e.vecs = nil
+				w.s.resize(w.e)
 				w.s.mu.Unlock()
 			}
 			return

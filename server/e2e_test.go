@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -148,10 +149,14 @@ func TestEndpoints(t *testing.T) {
 		`idem_embed_cache_misses_total`,
 		`idem_http_requests_total{code="200",route="/v1/check"}`,
 		"go_memstats_heap_inuse_bytes", "go_goroutines", "process_resident_memory_bytes",
+		"\nidem_session_views ", "\nidem_session_views_dropped_total 0\n",
 	} {
 		if status != 200 || !strings.Contains(string(body), want) {
 			t.Errorf("metrics lack %s", want)
 		}
+	}
+	if !regexp.MustCompile(`\nidem_session_view_bytes [1-9]`).Match(body) {
+		t.Errorf("metrics: the session views' bytes are not reported above 0")
 	}
 	if strings.Contains(string(body), "wf:1") || strings.Contains(string(body), "s1") {
 		t.Errorf("metrics carry a key or session")

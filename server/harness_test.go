@@ -157,6 +157,7 @@ func start(t testing.TB, o options) *env {
 		Funnel: f, Ledger: led,
 		Ready:      func(context.Context) error { return nil },
 		CacheStats: func() (uint64, uint64) { s := cache.Stats(); return s.Hits, s.Misses },
+		ViewStats:  f.ViewStats,
 	}
 	if o.funnel != nil {
 		deps.Funnel = o.funnel

@@ -24,7 +24,7 @@ type metrics struct {
 	latency     *prometheus.HistogramVec // route
 }
 
-func newMetrics(reg prometheus.Registerer, cache func() (hits, misses uint64)) (*metrics, error) {
+func newMetrics(reg prometheus.Registerer, cache func() (hits, misses uint64), views func() funnel.ViewStats) (*metrics, error) {
 	m := &metrics{
 		checks: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "idem_checks_total",
@@ -76,6 +76,22 @@ func newMetrics(reg prometheus.Registerer, cache func() (hits, misses uint64)) (
 				Name: "idem_embed_cache_misses_total",
 				Help: "Texts the cache sent to the encoder.",
 			}, func() float64 { _, mi := cache(); return float64(mi) }),
+		)
+	}
+	if views != nil {
+		cs = append(cs,
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+				Name: "idem_session_views",
+				Help: "Session views held in memory (sessions.max_views bounds them).",
+			}, func() float64 { return float64(views().Views) }),
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+				Name: "idem_session_view_bytes",
+				Help: "Memory of the session views, as estimated per call (sessions.max_view_bytes bounds it).",
+			}, func() float64 { return float64(views().Bytes) }),
+			prometheus.NewCounterFunc(prometheus.CounterOpts{
+				Name: "idem_session_views_dropped_total",
+				Help: "Session views dropped, least recently used first, to keep within sessions.max_views and max_view_bytes (each is loaded again from the ledger when next needed).",
+			}, func() float64 { return float64(views().Dropped) }),
 		)
 	}
 	for _, c := range cs {

@@ -82,6 +82,9 @@ type Deps struct {
 	// CacheStats reports the embedding cache's hits and misses, for
 	// metrics; nil when there is no cache.
 	CacheStats func() (hits, misses uint64)
+	// ViewStats reports the funnel's session views, for metrics; nil
+	// leaves them out.
+	ViewStats func() funnel.ViewStats
 }
 
 // Config configures a Server. Start from DefaultConfig.
@@ -220,7 +223,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		}
 		s.tools[t] = true
 	}
-	m, err := newMetrics(s.reg, deps.CacheStats)
+	m, err := newMetrics(s.reg, deps.CacheStats, deps.ViewStats)
 	if err != nil {
 		return nil, err
 	}

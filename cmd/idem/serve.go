@@ -373,7 +373,7 @@ func (a *app) newFunnel(defs []canon.Tool) (*funnel.Funnel, error) {
 	fc.Budget, fc.MaxWait, fc.Policies, fc.Logger = a.cfg.Budget, a.cfg.MaxWait, a.cfg.Policies, a.log
 	fc.Tools = a.cfg.FunnelTools(defs)
 	fc.EncoderBatch, fc.EncoderQueue, fc.BackgroundQueue, fc.EncoderWorkers = a.cfg.Embedder.Batch, a.cfg.Embedder.Queue, a.cfg.Embedder.BackgroundQueue, a.cfg.Embedder.Workers
-	fc.MaxSessions, fc.WarmSessions = a.cfg.Sessions.MaxViews, a.cfg.Sessions.Warm
+	fc.MaxSessions, fc.MaxViewBytes, fc.WarmSessions = a.cfg.Sessions.MaxViews, a.cfg.Sessions.MaxViewBytes, a.cfg.Sessions.Warm
 	if fc.JudgeReserve >= fc.Budget {
 		fc.JudgeReserve = fc.Budget / 10
 	}
@@ -403,7 +403,7 @@ func (a *app) serverConfig(cfg config.Config, log *slog.Logger) server.Config {
 }
 
 func (a *app) serverDeps() server.Deps {
-	d := server.Deps{Funnel: a.funnel, Ledger: a.ledger, Ready: a.ready}
+	d := server.Deps{Funnel: a.funnel, Ledger: a.ledger, Ready: a.ready, ViewStats: a.funnel.ViewStats}
 	if a.cache != nil {
 		d.CacheStats = func() (uint64, uint64) { s := a.cache.Stats(); return s.Hits, s.Misses }
 	}

@@ -1,0 +1,149 @@
+package funnel
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"testing"
+	"time"
+)
+
+// heapInUse is the live heap once it holds still: two readings, each
+// after two collections, 20 ms apart and within 32 KiB (the store's
+// background work, a memtable flushing, has ended). A reading moves on
+// after 200 tries.
+func heapInUse() int64 {
+	read := func() int64 {
+		runtime.GC()
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return int64(m.HeapAlloc)
+	}
+	last := read()
+	for range 200 {
+		time.Sleep(20 * time.Millisecond)
+		now := read()
+		if d := now - last; -32<<10 < d && d < 32<<10 {
+			return now
+		}
+		last = now
+	}
+	return last
+}
+
+// TestViewBytesEstimate: what a view is charged (the bound on the views'
+// memory, Config.MaxViewBytes, counts it) is within a tenth of what its
+// calls take on the heap, for calls with text (a quantized embedding
+// each), without, and once graded (their identity leaves kept).
+func TestViewBytesEstimate(t *testing.T) {
+	const n = 4000
+	for _, tc := range []struct {
+		name    string
+		vectors bool
+	}{{"with text", true}, {"half without text", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, options{})
+			fillSession(t, e.ledger, n, tc.vectors)
+			// The view is built from the records in memory (what a load
+			// applies), so that nothing of the store's (its caches, a
+			// memtable flushing) moves the heap between the readings.
+			ctx := context.Background()
+			recs, err := e.ledger.Session(ctx, "acme", "s1", 0, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var kept int64 // the records' keys, which the view keeps alive
+			for i := range recs {
+				kept += int64(len(recs[i].Key)+7) &^ 7
+			}
+			s := newSession()
+			before := heapInUse()
+			s.mu.Lock()
+			e.f.apply(s, recs)
+			s.mu.Unlock()
+			loaded := heapInUse() + kept
+			runtime.KeepAlive(recs)
+			s.mu.Lock()
+			charged := s.acct.size()
+			entries := len(s.order)
+			s.mu.Unlock()
+			if entries != n || s.order[0].key != recs[0].Key || s.order[n-1].key != recs[n-1].Key {
+				t.Fatalf("view holds %d calls, want %d", entries, n)
+			}
+			ratio := float64(charged) / float64(loaded-before)
+			t.Logf("loaded: charged %d B a call, heap %d B a call (%.2f)", charged/n, (loaded-before)/n, ratio)
+			if ratio < 0.9 || ratio > 1.1 {
+				t.Errorf("a loaded view is charged %d bytes, and takes %d on the heap: more than a tenth apart", charged, loaded-before)
+			}
+			// Graded: every call keeps its identity leaves.
+			s.mu.Lock()
+			for i, en := range s.order {
+				call, err := e.f.canon.Canonicalize(recs[i].Tool, recs[i].Canonical)
+				if err != nil {
+					s.mu.Unlock()
+					t.Fatal(err)
+				}
+				en.leaves = call.IdentityLeaves()
+				s.resize(en)
+			}
+			added := s.acct.size() - charged
+			s.mu.Unlock()
+			graded := heapInUse()
+			ratio = float64(added) / float64(graded-loaded)
+			t.Logf("leaves: charged %d B a call, heap %d B a call (%.2f)", added/n, (graded-loaded)/n, ratio)
+			if ratio < 0.9 || ratio > 1.1 {
+				t.Errorf("the leaves are charged %d bytes, and take %d on the heap: more than a tenth apart", added, graded-loaded)
+			}
+			runtime.KeepAlive(recs)
+			runtime.KeepAlive(s)
+		})
+	}
+}
+
+// TestViewsDroppedPastTheirBytes: past MaxViewBytes the least recently
+// used views are dropped, the view in use is kept even when it alone is
+// larger, the bound's total stays the held views' sizes, and a dropped
+// session's duplicate is still caught (its view is loaded again).
+func TestViewsDroppedPastTheirBytes(t *testing.T) {
+	const bound = 64 << 10
+	e := newEnv(t, options{maxViewBytes: bound})
+	e.run(t, Request{Session: "a", Step: "1", Tool: "send_email", Arguments: []byte(invoice)}, `{"message_id":"m-1"}`)
+	for i := range 200 { // one session past the bound on its own
+		e.run(t, Request{Session: "b", Step: fmt.Sprint(i), Tool: "get_order", Arguments: fmt.Appendf(nil, `{"order_id":"W%07d"}`, i)}, `{"ok":true}`)
+	}
+	if err := e.f.Settle(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	held := func(sess string) *session {
+		ss := e.f.sessions
+		ss.mu.Lock()
+		defer ss.mu.Unlock()
+		if el, ok := ss.m[Scope("acme", sess)]; ok {
+			return el.Value.(*sessionSlot).s
+		}
+		return nil
+	}
+	b := held("b")
+	switch {
+	case held("a") != nil:
+		t.Fatal("session a's view is held beside b's, which alone is past the bound")
+	case b == nil:
+		t.Fatal("the view in use (b) was dropped")
+	case b.acct.size() <= bound:
+		t.Fatalf("b's view is %d bytes: the test needs it past %d", b.acct.size(), bound)
+	}
+	st := e.f.ViewStats()
+	if st.Views != 1 || st.Bytes != b.acct.size() || st.Dropped != 1 {
+		t.Errorf("view stats %+v: want 1 view of %d bytes, 1 dropped", st, b.acct.size())
+	}
+
+	res := e.check(t, Request{Session: "a", Step: "7", Tool: "send_email", Arguments: []byte(invoiceReworded)})
+	want(t, res, Confirm, StageSemantic)
+	if held("b") != nil || held("a") == nil {
+		t.Error("after a's check: want a's view held and b's dropped")
+	}
+	if st := e.f.ViewStats(); st.Bytes != held("a").acct.size() || st.Dropped != 2 {
+		t.Errorf("view stats %+v: want a's %d bytes, 2 dropped", st, held("a").acct.size())
+	}
+}
