@@ -162,8 +162,13 @@ func (a *account) size() int64 {
 }
 
 // resize charges e's view for what e holds now. The caller holds s.mu
-// and calls it after every change to e's vectors or leaves.
+// and calls it after every change to e's vectors or leaves. An entry no
+// longer in the view (replaced by a new claim of its key, or the view
+// reset) is not charged: an embedding landing late changes nothing.
 func (s *session) resize(e *entry) {
+	if s.byKey[e.key] != e {
+		return
+	}
 	n := e.size()
 	if d := n - e.bytes; d != 0 {
 		e.bytes = n

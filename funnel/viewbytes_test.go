@@ -147,3 +147,28 @@ func TestViewsDroppedPastTheirBytes(t *testing.T) {
 		t.Errorf("view stats %+v: want a's %d bytes, 2 dropped", st, held("a").acct.size())
 	}
 }
+
+// TestViewChargesOnlyItsEntries: a key claimed again (a new Seq) replaces
+// its entry, and the old entry's embedding landing late is not charged;
+// a reset view is charged nothing.
+func TestViewChargesOnlyItsEntries(t *testing.T) {
+	s := newSession()
+	vec := [][]float32{syntheticVector(1, 512)}
+	old := &entry{key: "wf:1:send_email", tool: "send_email", seq: 1}
+	s.add(old)
+	again := &entry{key: "wf:1:send_email", tool: "send_email", seq: 2, qv: quantize(vec)}
+	s.add(again)
+	if got, want := s.acct.size(), int64(again.size()); got != want {
+		t.Fatalf("after the key's new claim the view is charged %d, want its entry's %d", got, want)
+	}
+	old.qv, old.vecs = quantize(vec), vec // the old claim's embedding lands
+	s.resize(old)
+	if got, want := s.acct.size(), int64(again.size()); got != want {
+		t.Errorf("after the old entry's embedding landed the view is charged %d, want %d", got, want)
+	}
+	s.reset()
+	s.resize(again)
+	if got := s.acct.size(); got != 0 {
+		t.Errorf("a reset view is charged %d, want 0", got)
+	}
+}
