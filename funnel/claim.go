@@ -175,7 +175,7 @@ func (f *Funnel) granted(c *check, s *session, got *ledger.Claim) {
 		return
 	}
 	e := entryOf(&got.Record, f.model, f.dim)
-	e.shape, e.typed, e.read = c.call.ShapeDigest, c.call.TypedDigest, true
+	e.shape, e.read = c.call.ShapeDigest, true
 	// The leaves graded against the session's calls of this shape: the
 	// next call of the shape grades this one with them, instead of
 	// reading its record back.

@@ -31,12 +31,12 @@ const (
 type entry struct {
 	key, base, tool string
 	hash, identity  uint64
-	// shape and typed are the call's canon.Call ShapeDigest and
-	// TypedDigest, when read is set (the call was canonicalized here).
-	shape, typed uint64
-	read         bool
-	seq          uint64
-	createdAt    int64
+	// shape is the call's canon.Call ShapeDigest, when read is set (the
+	// call was canonicalized here).
+	shape     uint64
+	read      bool
+	seq       uint64
+	createdAt int64
 
 	text textState
 	// qv is the call's text embedding by the funnel's model, quantized
@@ -59,7 +59,7 @@ type entry struct {
 // entryBytes is what an entry holds beyond its key, vectors and leaves:
 // the struct, its tool's share, and its places in the view's maps and
 // slices (TestViewBytesEstimate checks it against the heap).
-const entryBytes = 520
+const entryBytes = 504
 
 // size is about how much memory e holds in its view.
 func (e *entry) size() int {
@@ -317,14 +317,14 @@ func entryOf(r *ledger.Record, model string, dim int) *entry {
 }
 
 // read canonicalizes a listed record's call to learn what the record does
-// not keep: whether it has text, its shape and typed digests. A call that
+// not keep: whether it has text, its shape digest. A call that
 // no longer canonicalizes (the tools' config changed) is left unread.
 func (f *Funnel) read(e *entry, r *ledger.Record) {
 	call, err := f.canon.Canonicalize(r.Tool, r.Canonical)
 	if err != nil {
 		return
 	}
-	e.shape, e.typed, e.read = call.ShapeDigest, call.TypedDigest, true
+	e.shape, e.read = call.ShapeDigest, true
 	if e.text == textUnknown {
 		e.text = textNone
 		if call.HasText() {

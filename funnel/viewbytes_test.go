@@ -172,3 +172,32 @@ func TestViewChargesOnlyItsEntries(t *testing.T) {
 		t.Errorf("a reset view is charged %d, want 0", got)
 	}
 }
+
+// BenchmarkViewLoad: what a check pays for a dropped view, loading its
+// session again from the ledger (Badger on disk): a session of 100 calls
+// with text, as bench/memory.sh's, read and applied. Beside it, the
+// listing alone (the ledger's share) in the same run.
+//
+// go test ./funnel -run '^$' -bench ViewLoad -benchmem
+func BenchmarkViewLoad(b *testing.B) {
+	e := newEnv(b, options{})
+	fillSession(b, e.ledger, 100, true)
+	ctx := context.Background()
+	b.Run("load", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			s := newSession()
+			if err := e.f.ready(ctx, ctx, s, "acme", "s1"); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("baseline-listing", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := e.ledger.Session(ctx, "acme", "s1", 0, loadPage); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
