@@ -409,6 +409,26 @@ func (f *Funnel) ViewStats() ViewStats {
 	return ViewStats{Views: n, Bytes: ss.bytes.Load(), Dropped: ss.dropped.Load()}
 }
 
+// warmView returns a new view of scope to warm, placed behind every view
+// held (warming goes from the most recently active session down, so each
+// is less recent than those before it); nil when scope is held already,
+// or, with full, when the views are at a bound: a view warmed past it
+// would push out a more recent one.
+func (ss *sessions) warmView(scope string) (s *session, full bool) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if _, ok := ss.m[scope]; ok {
+		return nil, false
+	}
+	if ss.lru.Len() >= ss.max || ss.bytes.Load() >= ss.maxBytes {
+		return nil, true
+	}
+	s = newSession()
+	s.acct.attach(&ss.bytes)
+	ss.m[scope] = ss.lru.PushBack(&sessionSlot{scope: scope, s: s})
+	return s, false
+}
+
 // trim drops the least recently used views past the bounds, never the
 // most recent one. The caller holds ss.mu.
 func (ss *sessions) trim() {
@@ -552,7 +572,8 @@ func (f *Funnel) apply(s *session, recs []ledger.Record) {
 }
 
 // warm loads the most recently active sessions, one at a time, so that
-// the first checks after a start find their views ready.
+// the first checks after a start find their views ready; it stops at the
+// views' bounds (the sessions not warmed are the least recent).
 func (f *Funnel) warm(ctx context.Context) {
 	refs, err := f.ledger.RecentSessions(ctx, f.cfg.WarmSessions)
 	if err != nil {
@@ -561,11 +582,18 @@ func (f *Funnel) warm(ctx context.Context) {
 		}
 		return
 	}
-	for _, r := range refs {
+	for i, r := range refs {
 		if ctx.Err() != nil {
 			return
 		}
-		s := f.sessions.get(Scope(r.Tenant, r.Session))
+		s, full := f.sessions.warmView(Scope(r.Tenant, r.Session))
+		if full {
+			f.log.Info("funnel: warming stopped: the session views are at their bound", "warmed", i, "of", len(refs))
+			return
+		}
+		if s == nil {
+			continue // a check loaded it already
+		}
 		if err := f.ready(ctx, ctx, s, r.Tenant, r.Session); err != nil && ctx.Err() == nil {
 			f.log.Warn("funnel: warming a session", "tenant", r.Tenant, "err", err)
 		}

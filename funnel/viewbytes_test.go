@@ -201,3 +201,45 @@ func BenchmarkViewLoad(b *testing.B) {
 		}
 	})
 }
+
+// TestWarmStopsAtTheViewBound: warming at start loads the most recently
+// active sessions until the views' memory bound, and keeps those: not
+// the least recent ones, which loading them all would leave.
+func TestWarmStopsAtTheViewBound(t *testing.T) {
+	e := newEnv(t, options{})
+	for _, sess := range []string{"old", "mid", "new"} { // least recently active first
+		for i := range 50 {
+			e.run(t, Request{Session: sess, Workflow: sess, Step: fmt.Sprint(i), Tool: "get_order", Arguments: fmt.Appendf(nil, `{"order_id":"%s-%d"}`, sess, i)}, `{"ok":true}`)
+		}
+		e.clock.advance(time.Minute)
+	}
+	first := newFunnel(t, e.ledger, e.clock.now, options{warm: 1}) // warms the newest alone
+	if err := first.Settle(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	one := first.ViewStats().Bytes // a warmed session's view
+	closeFunnel(t, first)
+	warm := newFunnel(t, e.ledger, e.clock.now, options{warm: 3, maxViewBytes: one * 3 / 2})
+	if err := warm.Settle(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var held []string
+	for _, sess := range []string{"old", "mid", "new"} {
+		warm.sessions.mu.Lock()
+		if _, ok := warm.sessions.m[Scope("acme", sess)]; ok {
+			held = append(held, sess)
+		}
+		warm.sessions.mu.Unlock()
+	}
+	if fmt.Sprint(held) != "[mid new]" {
+		t.Errorf("warmed views held: %v, want [mid new] (the two most recent; one and a half fit)", held)
+	}
+	// The next check's view pushes out the least recent warmed one.
+	checkOn(t, warm, Request{Session: "other", Step: "1", Tool: "get_order", Arguments: []byte(`{"order_id":"x"}`)})
+	warm.sessions.mu.Lock()
+	_, newHeld := warm.sessions.m[Scope("acme", "new")]
+	warm.sessions.mu.Unlock()
+	if !newHeld {
+		t.Error("a check of another session pushed out the most recent warmed view")
+	}
+}
