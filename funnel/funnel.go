@@ -125,8 +125,8 @@ type Config struct {
 	// used dropped first; a dropped view is loaded again from the ledger).
 	MaxSessions int
 	// MaxViewBytes bounds the memory of the session views in all, as
-	// their entries are estimated (about 1.2 KB a call with text by the
-	// built-in encoder, 0.6 KB without): past it the least recently used
+	// their entries are estimated (about 1.1 KB a call with text by the
+	// built-in encoder, 0.5 KB without): past it the least recently used
 	// views are dropped. The view a check uses is kept even when it alone
 	// is larger.
 	MaxViewBytes int64
@@ -159,9 +159,9 @@ type Config struct {
 
 // DefaultConfig returns a 50 ms budget, 5 ms kept back from the judge,
 // waits of up to 30 s, TopK 8, 10,000 session views (256 MiB of them at
-// most) of which the 1,000 most recent are warmed at start, batches of up to 32 texts, 256 texts
-// waiting for checks and 65,536 in the background, one encoder worker,
-// and DefaultPolicies.
+// most) of which the 1,000 most recent are warmed at start, batches of up
+// to 32 texts, 256 texts waiting for checks and 65,536 in the background,
+// one encoder worker, and DefaultPolicies.
 func DefaultConfig() Config {
 	return Config{
 		Budget:          50 * time.Millisecond,
