@@ -6,6 +6,9 @@ import (
 	"runtime"
 	"testing"
 	"time"
+
+	"github.com/idem-dev/idem/ledger"
+	"github.com/idem-dev/idem/ledger/badger"
 )
 
 // heapInUse is the live heap once it holds still: two readings, each
@@ -43,14 +46,29 @@ func TestViewBytesEstimate(t *testing.T) {
 		vectors bool
 	}{{"with text", true}, {"half without text", false}} {
 		t.Run(tc.name, func(t *testing.T) {
-			e := newEnv(t, options{})
-			fillSession(t, e.ledger, n, tc.vectors)
-			// The view is built from the records in memory (what a load
-			// applies), so that nothing of the store's (its caches, a
-			// memtable flushing) moves the heap between the readings.
-			ctx := context.Background()
-			recs, err := e.ledger.Session(ctx, "acme", "s1", 0, 0)
+			scfg := badger.DefaultConfig(t.TempDir())
+			scfg.SyncWrites = false
+			store, err := badger.Open(scfg)
 			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { store.Close(context.Background()) })
+			led, err := ledger.New(store, ledger.DefaultConfig())
+			if err != nil {
+				t.Fatal(err)
+			}
+			fillSession(t, led, n, tc.vectors)
+			f := newFunnel(t, led, time.Now, options{})
+			// The view is built from the records in memory (what a load
+			// applies), with the store closed first, so that nothing of
+			// the store's (its caches, a memtable flushing, its
+			// compactions) moves the heap between the readings.
+			ctx := context.Background()
+			recs, err := led.Session(ctx, "acme", "s1", 0, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := store.Close(ctx); err != nil {
 				t.Fatal(err)
 			}
 			var kept int64 // the records' keys, which the view keeps alive
@@ -60,7 +78,7 @@ func TestViewBytesEstimate(t *testing.T) {
 			s := newSession()
 			before := heapInUse()
 			s.mu.Lock()
-			e.f.apply(s, recs)
+			f.apply(s, recs)
 			s.mu.Unlock()
 			loaded := heapInUse() + kept
 			runtime.KeepAlive(recs)
@@ -79,7 +97,7 @@ func TestViewBytesEstimate(t *testing.T) {
 			// Graded: every call keeps its identity leaves.
 			s.mu.Lock()
 			for i, en := range s.order {
-				call, err := e.f.canon.Canonicalize(recs[i].Tool, recs[i].Canonical)
+				call, err := f.canon.Canonicalize(recs[i].Tool, recs[i].Canonical)
 				if err != nil {
 					s.mu.Unlock()
 					t.Fatal(err)
