@@ -18,7 +18,6 @@ import (
 	"github.com/idem-dev/idem/index"
 	"github.com/idem-dev/idem/judge"
 	"github.com/idem-dev/idem/ledger"
-	"github.com/idem-dev/idem/ledger/badger"
 )
 
 // encoder is the built-in encoder, loaded once per test binary.
@@ -102,13 +101,7 @@ type options struct {
 // built-in encoder.
 func newEnv(t testing.TB, o options) *env {
 	t.Helper()
-	scfg := badger.DefaultConfig(t.TempDir())
-	scfg.SyncWrites = false // speed; durability is the ledger's own test
-	store, err := badger.Open(scfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close(context.Background()) })
+	store := openBadger(t, t.TempDir())
 	clk := &clock{t: time.Now()}
 	lcfg := ledger.DefaultConfig()
 	lcfg.Now = clk.now

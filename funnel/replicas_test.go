@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/idem-dev/idem/ledger"
-	"github.com/idem-dev/idem/ledger/badger"
 	"github.com/idem-dev/idem/ledger/postgres"
 	"github.com/idem-dev/idem/ledger/postgres/pgtest"
 )
@@ -36,13 +35,7 @@ func TestReplicasRacingTwinsExecuteOnce(t *testing.T) {
 // a PostgreSQL store each on one schema.
 func onReplicaStores(t *testing.T, fn func(t *testing.T, stores [2]ledger.Store, now func() time.Time)) {
 	t.Run("badger", func(t *testing.T) {
-		scfg := badger.DefaultConfig(t.TempDir())
-		scfg.SyncWrites = false
-		store, err := badger.Open(scfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { store.Close(context.Background()) })
+		store := openBadger(t, t.TempDir())
 		fn(t, [2]ledger.Store{store, store}, time.Now)
 	})
 	t.Run("postgres", func(t *testing.T) {

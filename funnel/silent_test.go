@@ -47,9 +47,9 @@ func (brokenEncoder) Embed(context.Context, []string) ([][]float32, error) {
 	return nil, errors.New("the model server is down")
 }
 
-// store opens a Badger store in dir (which outlives a funnel: a restart is
-// a new funnel on the same directory).
-func openStore(t testing.TB, dir string) *ledger.Ledger {
+// openBadger opens a Badger store in dir without sync writes (speed;
+// durability is the ledger's own test), closed when the test ends.
+func openBadger(t testing.TB, dir string) *badger.Store {
 	t.Helper()
 	scfg := badger.DefaultConfig(dir)
 	scfg.SyncWrites = false
@@ -58,7 +58,14 @@ func openStore(t testing.TB, dir string) *ledger.Ledger {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close(context.Background()) })
-	led, err := ledger.New(store, ledger.DefaultConfig())
+	return store
+}
+
+// openStore opens a ledger on a Badger store in dir (which outlives a
+// funnel: a restart is a new funnel on the same directory).
+func openStore(t testing.TB, dir string) *ledger.Ledger {
+	t.Helper()
+	led, err := ledger.New(openBadger(t, dir), ledger.DefaultConfig())
 	if err != nil {
 		t.Fatal(err)
 	}

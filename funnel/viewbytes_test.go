@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/idem-dev/idem/ledger"
-	"github.com/idem-dev/idem/ledger/badger"
 )
 
 // heapInUse is the live heap once it holds still: two readings, each
@@ -46,13 +45,7 @@ func TestViewBytesEstimate(t *testing.T) {
 		vectors bool
 	}{{"with text", true}, {"half without text", false}} {
 		t.Run(tc.name, func(t *testing.T) {
-			scfg := badger.DefaultConfig(t.TempDir())
-			scfg.SyncWrites = false
-			store, err := badger.Open(scfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { store.Close(context.Background()) })
+			store := openBadger(t, t.TempDir())
 			led, err := ledger.New(store, ledger.DefaultConfig())
 			if err != nil {
 				t.Fatal(err)
