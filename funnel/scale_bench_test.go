@@ -72,10 +72,12 @@ func BenchmarkSessionSize(b *testing.B) {
 		e := newEnv(b, options{})
 		benchSession(b, e, n)
 		run := func(name string, want Decision, req func(i int) Request) {
+			// With -count above 1 the testing package runs this sub-benchmark
+			// again on the same env: i carries on so that its steps stay new.
+			i := 0
 			b.Run(fmt.Sprintf("%s/session=%d", name, n), func(b *testing.B) {
 				b.ReportAllocs()
 				var lat []time.Duration
-				i := 0
 				for b.Loop() {
 					i++
 					r := req(i)
