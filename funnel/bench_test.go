@@ -128,3 +128,32 @@ func BenchmarkCheck(b *testing.B) {
 		run("semantic-warm", warm, Request{Step: "new", Tool: "send_email", Arguments: reworded}, StageSemantic)
 	}
 }
+
+// BenchmarkResultJSON writes a replayed check's answer as the server does
+// (an Encoder, HTML left unescaped): through Result.MarshalJSON, whose
+// output encoding/json checks and compacts again, against Result.Wire,
+// encoded in one pass.
+func BenchmarkResultJSON(b *testing.B) {
+	r := Result{Decision: Duplicate, Stage: StageKey, Key: "wf:3:charge_card", Policy: "default",
+		Reason: "the call's own key has a record: its result is replayed",
+		Match: &Match{Key: "wf:3:charge_card", Tool: "charge_card", Workflow: "wf", Session: "s1", Step: "3", Status: "success",
+			Result: json.RawMessage(`{"charge_id":"ch_1","status":"succeeded"}`), Similarity: 1, CreatedAt: 1764639155000},
+		Hash: 0x1234567890abcdef, IdentityDigest: 0xfedcba0987654321, TimingsUS: map[string]int64{"canon": 12, "key": 20, "total": 40}}
+	for _, v := range []struct {
+		name string
+		v    func() any
+	}{{"marshaler", func() any { return r }}, {"wire", r.Wire}} {
+		b.Run(v.name, func(b *testing.B) {
+			b.ReportAllocs()
+			var buf strings.Builder
+			for b.Loop() {
+				buf.Reset()
+				enc := json.NewEncoder(&buf)
+				enc.SetEscapeHTML(false)
+				if err := enc.Encode(v.v()); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -47,7 +47,6 @@ package funnel
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -623,14 +622,4 @@ func matchOf(r *ledger.Record, sim float64) *Match {
 		m.ErrorClass = r.Class.String()
 	}
 	return m
-}
-
-// MarshalJSON adds the hash and identity digest in hex.
-func (r Result) MarshalJSON() ([]byte, error) {
-	type plain Result
-	return json.Marshal(struct {
-		plain
-		Hash     string `json:"hash"`
-		Identity string `json:"identity_digest"`
-	}{plain(r), fmt.Sprintf("%016x", r.Hash), fmt.Sprintf("%016x", r.IdentityDigest)})
 }

@@ -201,7 +201,7 @@ func (s *Server) check(w http.ResponseWriter, r *http.Request) error {
 	case funnel.InProgress:
 		w.Header().Set("Retry-After", strconv.Itoa(retryAfter(res.LeaseExpiresAt, time.Now())))
 	}
-	return s.reply(w, http.StatusOK, res)
+	return s.reply(w, http.StatusOK, res.Wire())
 }
 
 // maxRetryAfter bounds the Retry-After of an in_progress answer.

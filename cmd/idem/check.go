@@ -192,13 +192,16 @@ func checkLocal(ctx context.Context, dir, file, tenant string, req *client.Check
 		}
 		return nil, 1, err
 	}
-	// Through JSON, so both paths print the same thing.
-	b, err := json.Marshal(res)
-	if err != nil {
+	// Through JSON as the server writes it, so both paths print the same
+	// thing.
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(res.Wire()); err != nil {
 		return nil, 1, err
 	}
 	var out client.Result
-	if err := json.Unmarshal(b, &out); err != nil {
+	if err := json.Unmarshal(b.Bytes(), &out); err != nil {
 		return nil, 1, err
 	}
 	return &out, 0, nil

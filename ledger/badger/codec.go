@@ -180,11 +180,13 @@ func decodeRecord(b []byte) (ledger.Record, error) {
 	if version != codecVersion && version != codecVersionV1 {
 		return r, fmt.Errorf("%w: unknown version %d", ledger.ErrCorrupt, version)
 	}
-	body = append([]byte(nil), body[1:]...) // own the memory; slices below alias it
-	d := decoder{b: body}
+	// b is Badger's and valid only while its Item.Value callback runs:
+	// every field is copied out of it (strings by the conversion, byte
+	// fields by ownBytes), and nothing decoded aliases it.
+	d := decoder{b: body[1:]}
 	str := func() string { return string(d.bytes()) }
 	r.Tenant, r.Key, r.Session, r.Workflow, r.Step, r.Tool = str(), str(), str(), str(), str(), str()
-	r.Canonical = nilIfEmpty(d.bytes())
+	r.Canonical = ownBytes(d.bytes())
 	if f := d.fixed(16); f != nil {
 		r.Hash = binary.LittleEndian.Uint64(f)
 		r.Identity = binary.LittleEndian.Uint64(f[8:])
@@ -204,8 +206,8 @@ func decodeRecord(b []byte) (ledger.Record, error) {
 	if f := d.fixed(2); f != nil {
 		r.Status, r.Class = ledger.Status(f[0]), ledger.ErrorClass(f[1])
 	}
-	r.Result = nilIfEmpty(d.bytes())
-	r.Error = nilIfEmpty(d.bytes())
+	r.Result = ownBytes(d.bytes())
+	r.Error = ownBytes(d.bytes())
 	r.Attempt = int(d.varint())
 	r.Token = str()
 	r.LeaseUntil, r.CreatedAt, r.UpdatedAt, r.RetainUntil = d.varint(), d.varint(), d.varint(), d.varint()
@@ -224,9 +226,10 @@ func decodeRecord(b []byte) (ledger.Record, error) {
 	return r, nil
 }
 
-func nilIfEmpty(b []byte) []byte {
+// ownBytes is a copy of b, nil when b is empty.
+func ownBytes(b []byte) []byte {
 	if len(b) == 0 {
 		return nil
 	}
-	return b
+	return append([]byte(nil), b...)
 }

@@ -117,3 +117,22 @@ func TestStoreReadsRecordOfVersion1(t *testing.T) {
 		t.Fatalf("claim of a version 1 record's key: %v, %v", c.Outcome, err)
 	}
 }
+
+// BenchmarkDecodeRecord decodes a stored call as a key hit reads it: a
+// claimed call with text (a 512-value embedding), completed.
+func BenchmarkDecodeRecord(b *testing.B) {
+	r := v1Record
+	r.Embedding = make([]float32, 512)
+	for i := range r.Embedding {
+		r.Embedding[i] = float32(i) / 512
+	}
+	r.Canonical = []byte(`{"body":"Hi Ann, your invoice for March is attached. Let me know if anything is unclear.","subject":"Your invoice","to":"ann@example.com"}`)
+	v := encodeRecord(nil, &r)
+	b.ReportAllocs()
+	b.SetBytes(int64(len(v)))
+	for b.Loop() {
+		if _, err := decodeRecord(v); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
