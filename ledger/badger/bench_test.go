@@ -164,3 +164,33 @@ func BenchmarkSyncRound(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkGetHit: the read a key hit makes, of a completed call with
+// text (its 512-value embedding in the record) and of one without.
+func BenchmarkGetHit(b *testing.B) {
+	for _, dim := range []int{0, 512} {
+		b.Run(fmt.Sprintf("embedding=%d", dim), func(b *testing.B) {
+			s := openStore(b, b.TempDir(), false)
+			l := newLedger(b, s, nil)
+			emb := make([]float32, dim)
+			for i := range emb {
+				emb[i] = float32(i) / 512
+			}
+			ctx := b.Context()
+			c, err := l.Claim(ctx, ledger.ClaimRequest{Tenant: "t", Key: "wf:1:send_email", Session: "s", Workflow: "wf", Step: "1", Tool: "send_email",
+				Canonical: []byte(`{"body":"Hi Ann, your invoice for March is attached.","to":"ann@example.com"}`), Embedding: emb, EmbeddingModel: "m"})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := l.Complete(ctx, "t", "wf:1:send_email", c.Record.Token, json.RawMessage(`{"id":"m-1"}`)); err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := l.Get(ctx, "t", "wf:1:send_email"); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
