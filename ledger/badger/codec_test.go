@@ -136,3 +136,21 @@ func BenchmarkDecodeRecord(b *testing.B) {
 		}
 	}
 }
+
+// TestDecodedRecordOwnsItsBytes: a decoded record shares no memory with
+// the value it was decoded from, which Badger reuses once its
+// Item.Value callback returns.
+func TestDecodedRecordOwnsItsBytes(t *testing.T) {
+	v := encodeRecord(nil, &v1Record)
+	r, err := decodeRecord(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range v {
+		v[i] = 0xff
+	}
+	want := v1Record
+	if !reflect.DeepEqual(r, want) {
+		t.Fatalf("after its value was overwritten, the record reads\n%+v\nwant\n%+v", r, want)
+	}
+}
