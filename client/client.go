@@ -396,11 +396,15 @@ const maxResponseBytes = 64 << 20
 func (c *Client) do(ctx context.Context, method, path string, in, out any) (http.Header, error) {
 	var body io.Reader
 	if in != nil {
-		b, err := json.Marshal(in)
-		if err != nil {
+		// Not json.Marshal: it escapes <, > and & inside the arguments and
+		// the result, which idem would then record and replay so.
+		var b bytes.Buffer
+		enc := json.NewEncoder(&b)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(in); err != nil {
 			return nil, fmt.Errorf("idem: encoding the request: %w", err)
 		}
-		body = bytes.NewReader(b)
+		body = &b
 	}
 	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
 	if err != nil {

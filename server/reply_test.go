@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"testing"
 
+	"github.com/idem-dev/idem/client"
 	"github.com/idem-dev/idem/funnel"
 )
 
@@ -20,6 +21,31 @@ func TestReplayedResultKeepsItsBytes(t *testing.T) {
 	a := e.do(call, "duplicate")
 	if a.Match == nil || string(a.Match.Result) != result {
 		t.Fatalf("replayed result %s, want %s", a.Match.Result, result)
+	}
+}
+
+// TestClientKeepsTheResultsBytes: through the Go client, a result
+// completed with characters that HTML escapes is replayed as it was
+// given (the client's json.Marshal escaped them on the way in).
+func TestClientKeepsTheResultsBytes(t *testing.T) {
+	e := start(t, options{})
+	c := e.client("")
+	ctx := t.Context()
+	const result = `{"html":"<b>Tom & Jerry</b>"}`
+	req := client.CheckRequest{SessionID: "s", WorkflowID: "wf", StepID: "1", Tool: "post_page", Arguments: json.RawMessage(`{"page":"p-1"}`)}
+	r, err := c.Check(ctx, req)
+	if err != nil || r.Decision != client.Execute {
+		t.Fatalf("first check: %+v %v", r, err)
+	}
+	if _, err := c.Complete(ctx, r.Key, r.Token, json.RawMessage(result)); err != nil {
+		t.Fatal(err)
+	}
+	again, err := c.Check(ctx, req)
+	if err != nil || again.Decision != client.Duplicate || again.Match == nil {
+		t.Fatalf("second check: %+v %v", again, err)
+	}
+	if string(again.Match.Result) != result {
+		t.Fatalf("replayed %s, want %s", again.Match.Result, result)
 	}
 }
 
