@@ -180,7 +180,7 @@ func decodeRecord(b []byte) (ledger.Record, error) {
 	if version != codecVersion && version != codecVersionV1 {
 		return r, fmt.Errorf("%w: unknown version %d", ledger.ErrCorrupt, version)
 	}
-	// b is Badger's and valid only while its Item.Value callback runs:
+	// b may be Badger's, valid only while its Item.Value callback runs:
 	// every field is copied out of it (strings by the conversion, byte
 	// fields by ownBytes), and nothing decoded aliases it.
 	d := decoder{b: body[1:]}
