@@ -55,6 +55,9 @@ type Analysis struct {
 	cands [][]int       // each event's candidates (earlier calls that passed the gate)
 
 	probMismatch []bool // Mismatch for ProbOf's candidate
+	// probDefaults are the scorer's own thresholds, for a policy that
+	// sets no probabilities (see own).
+	probDefaults pairscore.Thresholds
 }
 
 // Analyze computes the analysis of run, embedding what the replay did not.
@@ -195,6 +198,7 @@ func Analyze(ctx context.Context, enc Encoder, run *Run) (*Analysis, error) {
 func (a *Analysis) UseScorer(m *pairscore.Model) {
 	n := len(a.Best)
 	a.Prob, a.ProbOf, a.Scorer = make([]float64, n), make([]int, n), m.Encoder()
+	a.probDefaults = m.Thresholds()
 	a.probMismatch = make([]bool, n)
 	for i := range n {
 		a.Prob[i], a.ProbOf[i] = math.NaN(), -1
@@ -206,6 +210,24 @@ func (a *Analysis) UseScorer(m *pairscore.Model) {
 			}
 		}
 	}
+}
+
+// own returns the duplicate and ambiguous thresholds policy p decides
+// with, on the scale of score: the pair scorer's probabilities after
+// UseScorer (the scorer's own where p sets none), else cosines. As the
+// funnel reads them.
+func (a *Analysis) own(p *funnel.Policy) (dup, amb float64) {
+	if a.Prob == nil {
+		return p.DuplicateThreshold, p.AmbiguousThreshold
+	}
+	dup, amb = a.probDefaults.Duplicate, a.probDefaults.Ambiguous
+	if p.DuplicateProbability > 0 {
+		dup = p.DuplicateProbability
+	}
+	if p.AmbiguousProbability > 0 {
+		amb = p.AmbiguousProbability
+	}
+	return dup, min(amb, dup)
 }
 
 // score is what the thresholds act on for event i: the scorer's

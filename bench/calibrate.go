@@ -289,11 +289,12 @@ func calibrateType(a *Analysis, cfg CalibrateConfig, base funnel.Policy, events 
 		}
 	}
 	tc.Met = found
+	ownDup, ownAmb := a.own(&base)
 	if tc.PoolDuplicates == 0 && found {
 		// No evidence of semantic duplicates: keep the policy's own
 		// threshold unless it let a false positive through.
-		if all, _ := score(base.DuplicateThreshold, base.DuplicateThreshold); meets(all, tc.Target) {
-			bestDup = base.DuplicateThreshold
+		if all, _ := score(ownDup, ownDup); meets(all, tc.Target) {
+			bestDup = ownDup
 		}
 	}
 	tc.DuplicateThreshold = bestDup
@@ -317,6 +318,15 @@ func calibrateType(a *Analysis, cfg CalibrateConfig, base funnel.Policy, events 
 			break
 		}
 		amb = t
+	}
+	if tc.PoolDuplicates == 0 && found && ownAmb <= bestDup {
+		// Nor evidence for a band: the sweep would widen it as far as
+		// MaxBand, each step sending more calls to the judge or the
+		// fallback for nothing; keep the policy's own, unless (with a
+		// confirm fallback) it flags a different call.
+		if all, _ := score(bestDup, ownAmb); base.Fallback != funnel.FallbackConfirm || meets(all, tc.Target) {
+			amb = ownAmb
+		}
 	}
 	tc.AmbiguousThreshold = amb
 	all, sem := score(tc.DuplicateThreshold, tc.AmbiguousThreshold)

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/idem-dev/idem/funnel"
 	"github.com/idem-dev/idem/pairscore"
 )
 
@@ -179,5 +180,43 @@ func TestCalibrateScorerWrites(t *testing.T) {
 	}
 	if strings.Contains(y.String(), "semantic_replay") {
 		t.Errorf("a write policy got semantic_replay:\n%s", y.String())
+	}
+}
+
+// TestCalibrateKeepsThresholdsWithoutEvidence: on traffic whose
+// threshold-decided events hold no duplicate (tau-retail), calibration
+// leaves both thresholds where the policy has them, on the scale in use:
+// cosines, or with the scorer its probabilities (the sweep used to widen
+// the band to MaxBand below the duplicate threshold, sending more calls
+// to the judge for nothing, and kept a cosine as a probability).
+func TestCalibrateKeepsThresholdsWithoutEvidence(t *testing.T) {
+	r := runSet(t, "../testdata/traffic/tau-retail", testConfig())
+	m := scorer(t)
+	for _, withScorer := range []bool{false, true} {
+		if withScorer {
+			r.Analysis.UseScorer(m)
+		}
+		cal, err := Calibrate(r.Analysis, DefaultCalibrateConfig())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var tc *TypeCalibration
+		for i := range cal.Types {
+			if cal.Types[i].Name == "default" {
+				tc = &cal.Types[i]
+			}
+		}
+		if tc == nil || tc.Pool == 0 || tc.PoolDuplicates != 0 {
+			t.Fatalf("scorer %v: want the default type with a pool and no duplicates in it: %+v", withScorer, cal.Types)
+		}
+		pol := funnel.DefaultPolicy()
+		dup, amb := pol.DuplicateThreshold, pol.AmbiguousThreshold
+		if withScorer {
+			dup, amb = m.Thresholds().Duplicate, m.Thresholds().Ambiguous
+		}
+		if tc.DuplicateThreshold != dup || tc.AmbiguousThreshold != amb {
+			t.Errorf("scorer %v: calibrated to %.3f / %.3f, want the policy's own %.3f / %.3f",
+				withScorer, tc.DuplicateThreshold, tc.AmbiguousThreshold, dup, amb)
+		}
 	}
 }
