@@ -445,15 +445,15 @@ func (c *Calibration) WriteYAML(w io.Writer) error {
 			if !t.Met {
 				met = " — TARGET NOT REACHED at any threshold"
 			}
-			fmt.Fprintf(&b, "  # %s: expected precision %s, recall %s over %d events (%d decided by the thresholds, %d of them duplicates)%s\n",
-				p.Name, pct(t.Expected.Precision), pct(t.Expected.Recall), t.Expected.Events, t.Pool, t.PoolDuplicates, met)
+			fmt.Fprintf(&b, "  # %s: expected precision %s%s, recall %s over %d events (%d decided by the thresholds, %d of them duplicates)%s\n",
+				p.Name, pct(t.Expected.Precision), evidence(t.Expected.Counts, "flagged"), pct(t.Expected.Recall), t.Expected.Events, t.Pool, t.PoolDuplicates, met)
 			if t.Holdout != nil {
 				fmt.Fprintf(&b, "  # %s on holdout %s: precision %s, recall %s over %d events\n", p.Name, c.Holdout, pct(t.Holdout.Precision), pct(t.Holdout.Recall), t.Holdout.Events)
 			}
 			switch {
 			case t.SemanticReplay != nil:
-				fmt.Fprintf(&b, "  # %s: free-text matches at or above semantic_replay replay: expected precision %s, recall %s over %d such matches\n",
-					p.Name, pct(t.Replay.Precision), pct(t.Replay.Recall), t.Pool)
+				fmt.Fprintf(&b, "  # %s: free-text matches at or above semantic_replay replay: expected precision %s%s, recall %s over %d threshold-decided events\n",
+					p.Name, pct(t.Replay.Precision), evidence(t.Replay.Counts, "replays"), pct(t.Replay.Recall), t.Pool)
 			case !t.Write:
 				fmt.Fprintf(&b, "  # %s: no threshold replays free-text matches at precision %.3g: such reads execute\n", p.Name, c.Config.ReplayTarget)
 			}
@@ -474,6 +474,32 @@ func (c *Calibration) WriteYAML(w io.Writer) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// evidence says how far c's precision is supported: the lower end of its
+// 95 % Wilson score interval over the calls flagged (what names them).
+// One right replay and none wrong is a precision of 1 that supports
+// little; a target of 0.99 is supported from about 380 right and none
+// wrong.
+func evidence(c Counts, what string) string {
+	n := c.TP + c.FP
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (95 %% lower bound %.3f over %d %s)", precisionLowerBound(c.TP, n), n, what)
+}
+
+// precisionLowerBound is the lower end of the 95 % Wilson score interval
+// of tp successes out of n (0 when n is 0).
+func precisionLowerBound(tp, n int) float64 {
+	if n == 0 {
+		return 0
+	}
+	const z = 1.959964 // the normal quantile of 0.975
+	p, fn := float64(tp)/float64(n), float64(n)
+	centre := p + z*z/(2*fn)
+	spread := z * math.Sqrt(p*(1-p)/fn+z*z/(4*fn*fn))
+	return max(0, (centre-spread)/(1+z*z/fn))
 }
 
 // ReadPolicies reads a policies: list (the snippet WriteYAML writes, or

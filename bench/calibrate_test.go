@@ -110,7 +110,7 @@ func TestCalibrateSemanticReplay(t *testing.T) {
 		t.Fatal(err)
 	}
 	snippet := y.String()
-	for _, want := range []string{"semantic_replay: ", "probabilities of the pair scorer", "name: read-only"} {
+	for _, want := range []string{"semantic_replay: ", "probabilities of the pair scorer", "name: read-only", "95 % lower bound"} {
 		if !strings.Contains(snippet, want) {
 			t.Errorf("snippet lacks %q:\n%s", want, snippet)
 		}
@@ -217,6 +217,20 @@ func TestCalibrateKeepsThresholdsWithoutEvidence(t *testing.T) {
 		if tc.DuplicateThreshold != dup || tc.AmbiguousThreshold != amb {
 			t.Errorf("scorer %v: calibrated to %.3f / %.3f, want the policy's own %.3f / %.3f",
 				withScorer, tc.DuplicateThreshold, tc.AmbiguousThreshold, dup, amb)
+		}
+	}
+}
+
+// TestPrecisionLowerBound: the Wilson bound at known points: nothing
+// supports nothing, ten right of ten supports 0.72, 380 right of 380 a
+// precision just under 0.99, 381 just over it.
+func TestPrecisionLowerBound(t *testing.T) {
+	for _, c := range []struct {
+		tp, n  int
+		lo, hi float64
+	}{{0, 0, 0, 0}, {10, 10, 0.722, 0.723}, {380, 380, 0.9899, 0.989999}, {381, 381, 0.99, 0.9901}, {0, 5, 0, 0}, {50, 100, 0.40, 0.41}} {
+		if got := precisionLowerBound(c.tp, c.n); got < c.lo || got > c.hi {
+			t.Errorf("precisionLowerBound(%d, %d) = %.5f, want in [%v, %v]", c.tp, c.n, got, c.lo, c.hi)
 		}
 	}
 }
