@@ -7,7 +7,10 @@
 # and Go heap when idle and after (IDEM_BIN measures that idem binary
 # instead of building this tree's). With IDEM_MEMORY_PROFILE=FILE it also
 # writes the heap profile taken after (debug_listen) to FILE and prints
-# its top entries. The server is stopped at the end.
+# its top entries. With IDEM_MEMLOAD_DRAIN=1 the figures after are read once the
+# encoder has embedded every claimed call (a build that reports its queue
+# only); without, 10 s after the last call, whatever is still queued (the
+# backlog is printed). The server is stopped at the end.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 sessions=${1:-1000}
@@ -29,7 +32,7 @@ pid=$!
 trap 'kill $pid 2>/dev/null; wait $pid 2>/dev/null; rm -rf "$tmp"' EXIT
 for _ in $(seq 1 100); do curl -sf "http://127.0.0.1:$port/readyz" >/dev/null && break; sleep 0.1; done
 sleep 2 # let the start settle before reading the idle figures
-"$tmp/memload" -server "http://127.0.0.1:$port" -texts "$texts" -sessions "$sessions" -calls "$calls"
+"$tmp/memload" -server "http://127.0.0.1:$port" -texts "$texts" -sessions "$sessions" -calls "$calls" ${IDEM_MEMLOAD_DRAIN:+-drain}
 # The resident set in anonymous memory (the heap, Badger's memtables) and
 # in file pages (Badger's tables and logs, mapped: the kernel can drop them).
 grep -E '^(RssAnon|RssFile)' "/proc/$pid/status" | tr -s ' \t' ' ' | paste -sd ' ' | sed 's/^/after: /'

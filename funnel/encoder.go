@@ -350,3 +350,25 @@ func (q *encoderQueue) settled() <-chan struct{} {
 	defer q.mu.Unlock()
 	return q.idle
 }
+
+// QueueStats is what the encoder queue holds.
+type QueueStats struct {
+	// Check counts the texts of checks waiting to be embedded (bounded by
+	// Config.EncoderQueue); Background those of claimed calls, embedded
+	// after their check answered (bounded by Config.BackgroundQueue).
+	Check, Background int
+	// Running counts the batches the encoder is embedding now.
+	Running int
+}
+
+// QueueStats reports what the encoder queue holds now (zero without an
+// embedder).
+func (f *Funnel) QueueStats() QueueStats {
+	q := f.enc
+	if q == nil {
+		return QueueStats{}
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return QueueStats{Check: q.queued[0], Background: q.queued[1], Running: q.running}
+}

@@ -150,6 +150,7 @@ func TestEndpoints(t *testing.T) {
 		`idem_http_requests_total{code="200",route="/v1/check"}`,
 		"go_memstats_heap_inuse_bytes", "go_goroutines", "process_resident_memory_bytes",
 		"\nidem_session_views ", "\nidem_session_views_dropped_total 0\n",
+		`idem_encoder_queued_texts{queue="check"} `, `idem_encoder_queued_texts{queue="background"} `, "\nidem_encoder_batches_running ",
 	} {
 		if status != 200 || !strings.Contains(string(body), want) {
 			t.Errorf("metrics lack %s", want)

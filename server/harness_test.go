@@ -158,6 +158,7 @@ func start(t testing.TB, o options) *env {
 		Ready:      func(context.Context) error { return nil },
 		CacheStats: func() (uint64, uint64) { s := cache.Stats(); return s.Hits, s.Misses },
 		ViewStats:  f.ViewStats,
+		QueueStats: f.QueueStats,
 	}
 	if o.funnel != nil {
 		deps.Funnel = o.funnel

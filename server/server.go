@@ -85,6 +85,9 @@ type Deps struct {
 	// ViewStats reports the funnel's session views, for metrics; nil
 	// leaves them out.
 	ViewStats func() funnel.ViewStats
+	// QueueStats reports the funnel's encoder queue, for metrics; nil
+	// leaves it out.
+	QueueStats func() funnel.QueueStats
 }
 
 // Config configures a Server. Start from DefaultConfig.
@@ -223,7 +226,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		}
 		s.tools[t] = true
 	}
-	m, err := newMetrics(s.reg, deps.CacheStats, deps.ViewStats)
+	m, err := newMetrics(s.reg, deps.CacheStats, deps.ViewStats, deps.QueueStats)
 	if err != nil {
 		return nil, err
 	}

@@ -403,7 +403,7 @@ func (a *app) serverConfig(cfg config.Config, log *slog.Logger) server.Config {
 }
 
 func (a *app) serverDeps() server.Deps {
-	d := server.Deps{Funnel: a.funnel, Ledger: a.ledger, Ready: a.ready, ViewStats: a.funnel.ViewStats}
+	d := server.Deps{Funnel: a.funnel, Ledger: a.ledger, Ready: a.ready, ViewStats: a.funnel.ViewStats, QueueStats: a.funnel.QueueStats}
 	if a.cache != nil {
 		d.CacheStats = func() (uint64, uint64) { s := a.cache.Stats(); return s.Hits, s.Misses }
 	}

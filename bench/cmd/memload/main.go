@@ -36,14 +36,15 @@ func main() {
 	calls := flag.Int("calls", 100, "new calls per session")
 	clients := flag.Int("clients", 8, "concurrent clients")
 	settle := flag.Duration("settle", 10*time.Second, "how long to wait for the server's background work after the last call")
+	drain := flag.Bool("drain", false, "first wait (up to 30 minutes) until the encoder has embedded every claimed call (idem_encoder_queued_texts)")
 	flag.Parse()
-	if err := run(*server, *texts, *sessions, *calls, *clients, *settle); err != nil {
+	if err := run(*server, *texts, *sessions, *calls, *clients, *settle, *drain); err != nil {
 		fmt.Fprintln(os.Stderr, "memload:", err)
 		os.Exit(1)
 	}
 }
 
-func run(server, textFile string, sessions, calls, clients int, settle time.Duration) error {
+func run(server, textFile string, sessions, calls, clients int, settle time.Duration, drain bool) error {
 	bodies, err := readTexts(textFile)
 	if err != nil {
 		return err
@@ -81,6 +82,12 @@ func run(server, textFile string, sessions, calls, clients int, settle time.Dura
 		return err
 	}
 	took := time.Since(start)
+	if drain {
+		if err := drainQueue(server, 30*time.Minute); err != nil {
+			return err
+		}
+		fmt.Printf("drained: every claimed call embedded %.0f s after the last call\n", time.Since(start.Add(took)).Seconds())
+	}
 	time.Sleep(settle)
 	after, err := memory(server)
 	if err != nil {
@@ -88,6 +95,9 @@ func run(server, textFile string, sessions, calls, clients int, settle time.Dura
 	}
 	n := done.Load()
 	fmt.Printf("after: %d calls in %d sessions (%.0f calls/s): rss %s, heap in use %s\n", n, sessions, float64(n)/took.Seconds(), mib(after.rss), mib(after.heap))
+	if after.backlog >= 0 {
+		fmt.Printf("encoder backlog when read: %.0f (texts queued, and batches running)\n", after.backlog)
+	}
 	fmt.Printf("per stored call: rss %.0f B, heap %.0f B\n", float64(after.rss-idle.rss)/float64(n), float64(after.heap-idle.heap)/float64(n))
 	return nil
 }
@@ -140,7 +150,29 @@ func post(url string, body, into any) error {
 	}
 }
 
-type mem struct{ rss, heap float64 }
+// mem is what /metrics says of the server's memory, and its encoder
+// backlog (texts queued plus batches running, 0 when it is idle; -1 when
+// the server does not report it).
+type mem struct{ rss, heap, backlog float64 }
+
+// drainQueue waits until the server's encoder has nothing queued or
+// running, or fails after limit.
+func drainQueue(server string, limit time.Duration) error {
+	for end := time.Now().Add(limit); ; {
+		m, err := memory(server)
+		switch {
+		case err != nil:
+			return err
+		case m.backlog < 0:
+			return errors.New("-drain: the server reports no idem_encoder_queued_texts (an older build?)")
+		case m.backlog == 0:
+			return nil
+		case time.Now().After(end):
+			return fmt.Errorf("-drain: %.0f texts still queued after %v", m.backlog, limit)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
 
 // memory reads the process's resident set and the Go heap in use from
 // /metrics.
@@ -153,7 +185,7 @@ func memory(server string) (mem, error) {
 		return mem{}, err
 	}
 	defer resp.Body.Close()
-	var m mem
+	m := mem{backlog: -1}
 	sc := bufio.NewScanner(resp.Body)
 	for sc.Scan() {
 		f := strings.Fields(sc.Text())
@@ -169,6 +201,8 @@ func memory(server string) (mem, error) {
 			m.rss = v
 		case "go_memstats_heap_inuse_bytes":
 			m.heap = v
+		case `idem_encoder_queued_texts{queue="check"}`, `idem_encoder_queued_texts{queue="background"}`, "idem_encoder_batches_running":
+			m.backlog = max(m.backlog, 0) + v
 		}
 	}
 	if m.rss == 0 {
