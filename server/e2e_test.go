@@ -172,6 +172,13 @@ func apiStatus(err error) int {
 }
 
 // failingFunnel is a Checker whose ledger is broken: our fault, a 500.
+// checkerFunc is a server.Checker from a function.
+type checkerFunc func(ctx context.Context, req funnel.Request) (funnel.Result, error)
+
+func (f checkerFunc) Check(ctx context.Context, req funnel.Request) (funnel.Result, error) {
+	return f(ctx, req)
+}
+
 type failingFunnel struct{}
 
 func (failingFunnel) Check(context.Context, funnel.Request) (funnel.Result, error) {
@@ -599,7 +606,15 @@ func TestUncertainAndTakeover(t *testing.T) {
 // TestShutdownDrains: a check waiting for its twin when shutdown begins
 // still gets its answer; new connections are refused afterwards.
 func TestShutdownDrains(t *testing.T) {
-	e := start(t, options{})
+	waiting := make(chan struct{}, 1) // a check with wait_ms reached the funnel
+	e := start(t, options{wrap: func(f server.Checker) server.Checker {
+		return checkerFunc(func(ctx context.Context, req funnel.Request) (funnel.Result, error) {
+			if req.Wait > 0 {
+				waiting <- struct{}{}
+			}
+			return f.Check(ctx, req)
+		})
+	}})
 	c := e.client("")
 	ctx := context.Background()
 	req := client.CheckRequest{SessionID: "s", IdempotencyKey: "k-drain", Tool: "charge", Arguments: json.RawMessage(`{"amount":1}`)}
@@ -617,7 +632,9 @@ func TestShutdownDrains(t *testing.T) {
 		}
 		waiter <- r
 	}()
-	time.Sleep(200 * time.Millisecond) // the waiter is waiting
+	// The waiter's request is being served (not on an idle connection that
+	// Shutdown would close), however slow the machine.
+	<-waiting
 	stopped := make(chan struct{})
 	go func() {
 		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)

@@ -47,6 +47,9 @@ type options struct {
 	keys     map[string]string // API key → tenant; empty: no auth
 	policies []funnel.Policy
 	funnel   server.Checker // replaces the real funnel (fault injection)
+	// wrap, when set, stands between the server and the real funnel (a
+	// test observing the checks that reach it).
+	wrap     func(server.Checker) server.Checker
 	maxBody  int64
 	lease    time.Duration
 	maxLease time.Duration
@@ -162,6 +165,9 @@ func start(t testing.TB, o options) *env {
 	}
 	if o.funnel != nil {
 		deps.Funnel = o.funnel
+	}
+	if o.wrap != nil {
+		deps.Funnel = o.wrap(deps.Funnel)
 	}
 	srv, err := server.New(cfg, deps)
 	if err != nil {
