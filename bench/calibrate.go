@@ -525,7 +525,7 @@ func ReadPolicies(data []byte) ([]funnel.Policy, error) {
 // WriteText writes the calibration as a table.
 func (c *Calibration) WriteText(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	head := "action type\twrite\ttarget\tpool\tpool dups\tduplicate\tambiguous\tprecision\trecall\tjudge-ceiling recall\tsemantic replay\t"
+	head := "action type\twrite\ttarget\tpool\tpool dups\tduplicate\tambiguous\tprecision\t95% lower\tflagged\trecall\tjudge-ceiling recall\tsemantic replay\t"
 	if c.Holdout != "" {
 		head += "holdout precision\tholdout recall\tholdout events\t"
 	}
@@ -539,8 +539,13 @@ func (c *Calibration) WriteText(w io.Writer) error {
 		if t.SemanticReplay != nil {
 			replay = fmt.Sprintf("%.3f", *t.SemanticReplay)
 		}
-		fmt.Fprintf(tw, "%s%s\t%v\t%.3g\t%d\t%d\t%.3f\t%.3f\t%s\t%s\t%s\t%s\t", t.Name, met, t.Write, t.Target, t.Pool, t.PoolDuplicates,
-			t.DuplicateThreshold, t.AmbiguousThreshold, pct(t.Expected.Precision), pct(t.Expected.Recall), pct(t.JudgeCeiling), replay)
+		flagged := t.Expected.TP + t.Expected.FP
+		lower := "–"
+		if flagged > 0 {
+			lower = fmt.Sprintf("%.3f", precisionLowerBound(t.Expected.TP, flagged))
+		}
+		fmt.Fprintf(tw, "%s%s\t%v\t%.3g\t%d\t%d\t%.3f\t%.3f\t%s\t%s\t%d\t%s\t%s\t%s\t", t.Name, met, t.Write, t.Target, t.Pool, t.PoolDuplicates,
+			t.DuplicateThreshold, t.AmbiguousThreshold, pct(t.Expected.Precision), lower, flagged, pct(t.Expected.Recall), pct(t.JudgeCeiling), replay)
 		if c.Holdout != "" {
 			if t.Holdout != nil {
 				fmt.Fprintf(tw, "%s\t%s\t%d\t", pct(t.Holdout.Precision), pct(t.Holdout.Recall), t.Holdout.Events)

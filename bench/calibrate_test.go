@@ -130,8 +130,10 @@ func TestCalibrateSemanticReplay(t *testing.T) {
 	if err := cal.WriteText(&text); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(text.String(), "semantic replay") {
-		t.Errorf("table lacks the semantic replay column:\n%s", text.String())
+	for _, col := range []string{"semantic replay", "95% lower", "flagged"} {
+		if !strings.Contains(text.String(), col) {
+			t.Errorf("table lacks the %s column:\n%s", col, text.String())
+		}
 	}
 
 	// Scored offline on a holdout with the same thresholds.
