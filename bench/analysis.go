@@ -213,21 +213,13 @@ func (a *Analysis) UseScorer(m *pairscore.Model) {
 }
 
 // own returns the duplicate and ambiguous thresholds policy p decides
-// with, on the scale of score: the pair scorer's probabilities after
-// UseScorer (the scorer's own where p sets none), else cosines. As the
-// funnel reads them.
+// with, on the scale of score, as the funnel reads them
+// (funnel.Policy.Thresholds).
 func (a *Analysis) own(p *funnel.Policy) (dup, amb float64) {
 	if a.Prob == nil {
-		return p.DuplicateThreshold, p.AmbiguousThreshold
+		return p.Thresholds(nil)
 	}
-	dup, amb = a.probDefaults.Duplicate, a.probDefaults.Ambiguous
-	if p.DuplicateProbability > 0 {
-		dup = p.DuplicateProbability
-	}
-	if p.AmbiguousProbability > 0 {
-		amb = p.AmbiguousProbability
-	}
-	return dup, min(amb, dup)
+	return p.Thresholds(&a.probDefaults)
 }
 
 // score is what the thresholds act on for event i: the scorer's

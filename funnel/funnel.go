@@ -433,17 +433,10 @@ func (f *Funnel) Policy(tool string) *Policy {
 // cosines without.
 func (f *Funnel) thresholds(pol *Policy) (dup, amb float64) {
 	if f.scorer == nil {
-		return pol.DuplicateThreshold, pol.AmbiguousThreshold
+		return pol.Thresholds(nil)
 	}
 	t := f.scorer.Thresholds()
-	dup, amb = t.Duplicate, t.Ambiguous
-	if pol.DuplicateProbability > 0 {
-		dup = pol.DuplicateProbability
-	}
-	if pol.AmbiguousProbability > 0 {
-		amb = pol.AmbiguousProbability
-	}
-	return dup, min(amb, dup)
+	return pol.Thresholds(&t)
 }
 
 // floor is the lowest cosine at which the pair scorer can reach the

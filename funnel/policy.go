@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"path"
 	"time"
+
+	"github.com/idem-dev/idem/pairscore"
 )
 
 // Action is what a semantic or judged duplicate becomes.
@@ -156,6 +158,24 @@ func DefaultPolicy() Policy {
 		OnDuplicate: ActionConfirm, Judge: true, Fallback: FallbackExecute, Uncompared: FallbackConfirm,
 		Strict: true, OnKeyMismatch: ActionConfirm,
 	}
+}
+
+// Thresholds returns the duplicate and ambiguous thresholds p decides
+// with, on the scale of the candidates' scores. With the pair scorer
+// (scorer, its own thresholds) they are probabilities, p's where it sets
+// them; without (scorer nil), p's cosines.
+func (p *Policy) Thresholds(scorer *pairscore.Thresholds) (dup, amb float64) {
+	if scorer == nil {
+		return p.DuplicateThreshold, p.AmbiguousThreshold
+	}
+	dup, amb = scorer.Duplicate, scorer.Ambiguous
+	if p.DuplicateProbability > 0 {
+		dup = p.DuplicateProbability
+	}
+	if p.AmbiguousProbability > 0 {
+		amb = p.AmbiguousProbability
+	}
+	return dup, min(amb, dup)
 }
 
 // Validate reports what is wrong with p, naming the field.

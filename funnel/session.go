@@ -381,10 +381,22 @@ func (ss *sessions) get(scope string) *session {
 		ss.trim() // the views may have grown since
 		return el.Value.(*sessionSlot).s
 	}
+	s := ss.add(scope, true)
+	ss.trim()
+	return s
+}
+
+// add holds a new, empty view of scope: the most recently used, or with
+// recent false the least (a view warmed). The caller holds ss.mu.
+func (ss *sessions) add(scope string, recent bool) *session {
 	s := newSession()
 	s.acct.attach(&ss.bytes)
-	ss.m[scope] = ss.lru.PushFront(&sessionSlot{scope: scope, s: s})
-	ss.trim()
+	slot := &sessionSlot{scope: scope, s: s}
+	if recent {
+		ss.m[scope] = ss.lru.PushFront(slot)
+	} else {
+		ss.m[scope] = ss.lru.PushBack(slot)
+	}
 	return s
 }
 
@@ -423,10 +435,7 @@ func (ss *sessions) warmView(scope string) (s *session, full bool) {
 	if ss.lru.Len() >= ss.max || ss.bytes.Load() >= ss.maxBytes {
 		return nil, true
 	}
-	s = newSession()
-	s.acct.attach(&ss.bytes)
-	ss.m[scope] = ss.lru.PushBack(&sessionSlot{scope: scope, s: s})
-	return s, false
+	return ss.add(scope, false), false
 }
 
 // trim drops the least recently used views past the bounds, never the

@@ -95,19 +95,20 @@ func newMetrics(reg prometheus.Registerer, cache func() (hits, misses uint64), v
 		)
 	}
 	if queue != nil {
-		queued := prometheus.NewDesc("idem_encoder_queued_texts",
-			"Texts waiting for the encoder: queue=check (checks' own, bounded by embedder.queue) or background (claimed calls', bounded by embedder.background_queue).",
-			[]string{"queue"}, nil)
-		cs = append(cs,
-			gaugeFuncVec{desc: queued, values: func() []labelled {
-				q := queue()
-				return []labelled{{"check", float64(q.Check)}, {"background", float64(q.Background)}}
-			}},
-			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-				Name: "idem_encoder_batches_running",
-				Help: "Batches the encoder is embedding now (at most embedder.workers).",
-			}, func() float64 { return float64(queue().Running) }),
-		)
+		for _, q := range []struct {
+			name string
+			n    func(funnel.QueueStats) int
+		}{{"check", func(s funnel.QueueStats) int { return s.Check }}, {"background", func(s funnel.QueueStats) int { return s.Background }}} {
+			cs = append(cs, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+				Name:        "idem_encoder_queued_texts",
+				Help:        "Texts waiting for the encoder: queue=check (checks' own, bounded by embedder.queue) or background (claimed calls', bounded by embedder.background_queue).",
+				ConstLabels: prometheus.Labels{"queue": q.name},
+			}, func() float64 { return float64(q.n(queue())) }))
+		}
+		cs = append(cs, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "idem_encoder_batches_running",
+			Help: "Batches the encoder is embedding now (at most embedder.workers).",
+		}, func() float64 { return float64(queue().Running) }))
 	}
 	for _, c := range cs {
 		if err := reg.Register(c); err != nil {
@@ -154,24 +155,4 @@ func (m *metrics) corrupt(tenant string) {
 func (m *metrics) request(route string, code int, d time.Duration) {
 	m.requests.WithLabelValues(route, strconv.Itoa(code)).Inc()
 	m.latency.WithLabelValues(route).Observe(d.Seconds())
-}
-
-// gaugeFuncVec is a gauge with one label whose values are read when
-// scraped (client_golang has GaugeFunc for a single value only).
-type gaugeFuncVec struct {
-	desc   *prometheus.Desc
-	values func() []labelled
-}
-
-type labelled struct {
-	label string
-	value float64
-}
-
-func (g gaugeFuncVec) Describe(ch chan<- *prometheus.Desc) { ch <- g.desc }
-
-func (g gaugeFuncVec) Collect(ch chan<- prometheus.Metric) {
-	for _, v := range g.values() {
-		ch <- prometheus.MustNewConstMetric(g.desc, prometheus.GaugeValue, v.value, v.label)
-	}
 }
