@@ -1,8 +1,10 @@
 package canon
 
 import (
+	"encoding/binary"
 	"strconv"
 	"strings"
+	"unique"
 	"unsafe"
 )
 
@@ -156,7 +158,14 @@ type LeafGrade struct {
 // the tool's readings and its reference date). It is immutable and safe
 // for concurrent use.
 type IdentityLeaves struct {
-	tool   string
+	// tool and paths are interned, so that a comparison of two calls
+	// compares two pointers for each, not their bytes (grading reads
+	// hundreds of kept calls a check, scattered over the heap), and the
+	// calls of one shape share one copy of their paths. paths is the
+	// leaves' paths in order, each after its length as a uvarint: equal
+	// exactly when the paths are.
+	tool   unique.Handle[string]
+	paths  unique.Handle[string]
 	shape  uint64
 	today  date        // the reference date the call was read against, or zero
 	rules  *typedRules // nil: typed comparison off, no readings
@@ -193,31 +202,46 @@ func (l *idLeaf) digestValue() string {
 	return l.value
 }
 
-// IdentityLeaves returns the call's identity leaves for grading, copied
-// into one block that keeps nothing else of the Call alive (a few hundred
-// bytes for a booking: see BenchmarkIdentityLeaves). Each call allocates
-// a new IdentityLeaves.
+// IdentityLeaves returns the call's identity leaves for grading, their
+// values copied into one block that keeps nothing else of the Call alive
+// (a few hundred bytes for a booking: see BenchmarkIdentityLeaves), their
+// paths and tool name interned. Each call allocates a new IdentityLeaves.
 func (c *Call) IdentityLeaves() *IdentityLeaves {
-	id := &IdentityLeaves{tool: c.Tool, shape: c.ShapeDigest, today: c.today, rules: c.rules}
-	n, size := 0, 0
+	id := &IdentityLeaves{tool: unique.Make(c.Tool), shape: c.ShapeDigest, today: c.today, rules: c.rules}
+	n, size, pathSize := 0, 0, 0
 	for i := range c.Fields {
 		if f := &c.Fields[i]; graded(f) {
 			n++
-			size += len(f.Path) + len(f.Value) + len(f.Typed)
+			size += len(f.Value) + len(f.Typed)
+			pathSize += uvarintLen(len(f.Path)) + len(f.Path)
 		}
+	}
+	var scratch [256]byte // the paths of most calls fit
+	paths := scratch[:0]
+	if pathSize > len(scratch) {
+		paths = make([]byte, 0, pathSize)
 	}
 	buf := make([]byte, 0, size)
 	for i := range c.Fields {
 		if f := &c.Fields[i]; graded(f) {
-			buf = append(append(append(buf, f.Path...), f.Value...), f.Typed...)
+			paths = append(binary.AppendUvarint(paths, uint64(len(f.Path))), f.Path...)
+			buf = append(append(buf, f.Value...), f.Typed...)
 		}
 	}
-	block := string(buf)
+	// Make clones a string it stores, and keeps nothing of its argument.
+	id.paths = unique.Make(unsafe.String(unsafe.SliceData(paths), len(paths)))
+	shared, block := id.paths.Value(), string(buf)
 	id.leaves = make([]idLeaf, 0, n)
-	k, at := 0, 0
+	k, at, pat := 0, 0, 0
 	cut := func(n int) string {
 		s := block[at : at+n]
 		at += n
+		return s
+	}
+	path := func(n int) string {
+		pat += uvarintLen(n)
+		s := shared[pat : pat+n]
+		pat += n
 		return s
 	}
 	for i := range c.Fields {
@@ -225,7 +249,7 @@ func (c *Call) IdentityLeaves() *IdentityLeaves {
 		if !graded(f) {
 			continue
 		}
-		l := idLeaf{path: cut(len(f.Path)), value: cut(len(f.Value)), typed: cut(len(f.Typed)),
+		l := idLeaf{path: path(len(f.Path)), value: cut(len(f.Value)), typed: cut(len(f.Typed)),
 			soft: f.Class == Text, code: codeRules[f.Rule]}
 		for k < len(c.norms) && c.norms[k].i < i {
 			k++
@@ -243,9 +267,19 @@ func (c *Call) IdentityLeaves() *IdentityLeaves {
 	return id
 }
 
+// uvarintLen is the length of binary.AppendUvarint's encoding of n.
+func uvarintLen(n int) int {
+	l := 1
+	for ; n >= 0x80; n >>= 7 {
+		l++
+	}
+	return l
+}
+
 // Bytes is about how much memory id holds: itself, its leaves and the
-// block of their strings (a currency named by the leaves is a shared
-// string, not counted).
+// block of their values (the paths and the tool's name are shared by the
+// calls of their shape and tool, and a currency named by the leaves is a
+// shared string: none of them is counted).
 func (id *IdentityLeaves) Bytes() int { return id.bytes }
 
 // codeRules are the class rules of code: values no name reading applies
@@ -271,7 +305,7 @@ func graded(f *Field) bool {
 }
 
 // Tool is the call's tool name.
-func (id *IdentityLeaves) Tool() string { return id.tool }
+func (id *IdentityLeaves) Tool() string { return id.tool.Value() }
 
 // ShapeDigest is the call's Call.ShapeDigest.
 func (id *IdentityLeaves) ShapeDigest() uint64 { return id.shape }
@@ -314,7 +348,7 @@ func (id *IdentityLeaves) compare(b *IdentityLeaves, ref Date, stop bool) Compar
 	if id.tool != b.tool {
 		return Comparison{Overall: Different}
 	}
-	same := len(id.leaves) == len(b.leaves) && samePaths(id.leaves, b.leaves)
+	same := id.paths == b.paths
 	if stop && same && id.unreadable(b) {
 		return Comparison{Overall: Different}
 	}
@@ -393,15 +427,6 @@ func (id *IdentityLeaves) unreadable(b *IdentityLeaves) bool {
 		}
 	}
 	return false
-}
-
-func samePaths(a, b []idLeaf) bool {
-	for i := range a {
-		if a[i].path != b[i].path {
-			return false
-		}
-	}
-	return true
 }
 
 // grader compares the leaves of two calls.

@@ -292,3 +292,33 @@ func TestGradeReadingText(t *testing.T) {
 		t.Errorf("typed equality %+v", l)
 	}
 }
+
+// TestGradePaths: leaves are paired by their paths, however long (a key
+// of 200 characters), and calls whose leaves sit on other paths are told
+// so, leaf by leaf.
+func TestGradePaths(t *testing.T) {
+	c := mustNew(t, DefaultConfig())
+	long := strings.Repeat("k", 200)
+	cmp, x, _ := gradeOf(t, c, "book", `{"`+long+`":"March 4th","city":"Paris"}`, `{"`+long+`":"2019-03-04","city":"Paris"}`, march1)
+	if cmp.Overall != Restated || len(cmp.Leaves) != 2 {
+		t.Fatalf("got %+v, want two leaves, restated", cmp)
+	}
+	for i, want := range []string{"city", long} {
+		if got := cmp.Leaves[i].Path; !strings.HasSuffix(got, want) || len(got) > len(want)+3 {
+			t.Errorf("leaf %d on path %q, want %s", i, got, want)
+		}
+	}
+	if got := x.IdentityLeaves().Compare(x.IdentityLeaves(), march1); got.Overall != Equal {
+		t.Errorf("a call against itself: %v", got.Overall)
+	}
+	cmp, _, _ = gradeOf(t, c, "book", `{"ab":"X1","c":"Y1"}`, `{"a":"X1","bc":"Y1"}`, march1)
+	missing := 0
+	for _, l := range cmp.Leaves {
+		if l.Rule == "missing" {
+			missing++
+		}
+	}
+	if cmp.Overall != Different || missing != 4 {
+		t.Errorf("other paths: %+v, want four leaves missing from one call", cmp)
+	}
+}

@@ -290,3 +290,27 @@ func BenchmarkScorerCost(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkNewCallGraded measures a new identity-only call (executes, is
+// claimed) in a session of one tool whose earlier calls all have its
+// shape, as the load benchmark's calls do: the check grades the newest
+// maxGraded of them for restated identity values, none of which it
+// restates.
+func BenchmarkNewCallGraded(b *testing.B) {
+	e := newEnv(b, options{})
+	call := func(i int) Request {
+		return Request{Step: fmt.Sprint(i), Tool: "charge_card", Arguments: fmt.Appendf(nil,
+			`{"customer_id":"cus_s1_%d","amount":%d,"currency":"EUR","invoice":"inv-%d"}`, i, 1000+i%9000, i)}
+	}
+	i := 0
+	for ; i < 2*maxGraded; i++ {
+		e.run(b, call(i), `{"ok":true}`)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		i++
+		if res := e.check(b, call(i)); res.Decision != Execute {
+			b.Fatalf("%s at %s (%s), want execute", res.Decision, res.Stage, res.Reason)
+		}
+	}
+}

@@ -82,6 +82,11 @@ const maxGraded = 256
 // newest TopK calls of the tool whose identity fields differ (see
 // unparsedOnly). The caller holds s.mu; the slices are copies.
 func (f *Funnel) pool(c *check, s *session) (gated, shaped, held []*entry) {
+	if es := s.OfTool(c.req.Tool); len(es) > 0 {
+		// The view's one copy of the name (see add): comparing it with
+		// each candidate's (eligible) then compares two pointers.
+		c.req.Tool = es[0].tool
+	}
 	if !c.pol.IdentityGate {
 		return slices.Clone(s.OfTool(c.req.Tool)), nil, nil
 	}
