@@ -334,16 +334,17 @@ func (id *IdentityLeaves) Compare(b *IdentityLeaves, ref Date) Comparison {
 
 // Restates reports whether b's identity values are id's restated: Compare
 // would find them Restated overall (none Different, not all Equal), and
-// then returns that Comparison. It stops at the first Different leaf, so
-// it costs little against the many calls of one shape that a call does
-// not restate.
+// then returns that Comparison. It stops at the first Different leaf
+// (and then returns no leaves), so it costs little, and allocates
+// nothing, against the many calls of one shape that a call does not
+// restate.
 func (id *IdentityLeaves) Restates(b *IdentityLeaves, ref Date) (Comparison, bool) {
 	cmp := id.compare(b, ref, true)
 	return cmp, cmp.Overall == Restated
 }
 
-// compare is Compare; with stop, it returns at the first Different leaf
-// (with the leaves graded so far).
+// compare is Compare; with stop, it returns at the first Different leaf,
+// without the leaves.
 func (id *IdentityLeaves) compare(b *IdentityLeaves, ref Date, stop bool) Comparison {
 	if id.tool != b.tool {
 		return Comparison{Overall: Different}
@@ -352,13 +353,15 @@ func (id *IdentityLeaves) compare(b *IdentityLeaves, ref Date, stop bool) Compar
 	if stop && same && id.unreadable(b) {
 		return Comparison{Overall: Different}
 	}
-	g := grader{a: id, b: b, ref: ref.date()}
-	out := Comparison{Overall: Equal, Leaves: make([]LeafGrade, 0, len(id.leaves))}
+	// The grades go to a buffer on the stack first: most calls graded
+	// with stop differ, and then none is kept.
+	var small [8]LeafGrade
+	g, leaves, overall := grader{a: id, b: b, ref: ref.date()}, small[:0], Equal
 	add := func(lg LeafGrade) {
-		out.Leaves = append(out.Leaves, lg)
-		out.Overall = min(out.Overall, lg.Grade)
+		leaves = append(leaves, lg)
+		overall = min(overall, lg.Grade)
 	}
-	done := func() bool { return stop && out.Overall == Different }
+	done := func() bool { return stop && overall == Different }
 	pair := func(la, lb *idLeaf) {
 		switch {
 		case la.soft && lb.soft:
@@ -375,8 +378,20 @@ func (id *IdentityLeaves) compare(b *IdentityLeaves, ref Date, stop bool) Compar
 				break
 			}
 		}
-		return out
+	} else {
+		id.pairByPath(b, pair, add, done)
 	}
+	if done() {
+		return Comparison{Overall: Different}
+	}
+	out := Comparison{Overall: overall, Leaves: make([]LeafGrade, len(leaves))}
+	copy(out.Leaves, leaves)
+	return out
+}
+
+// pairByPath pairs the leaves of id and b that share a path, and adds
+// those on a path only one of them has as Different, until done.
+func (id *IdentityLeaves) pairByPath(b *IdentityLeaves, pair func(la, lb *idLeaf), add func(LeafGrade), done func() bool) {
 	inB := make(map[string]int, len(b.leaves))
 	for i := range b.leaves {
 		inB[b.leaves[i].path] = i
@@ -393,7 +408,7 @@ func (id *IdentityLeaves) compare(b *IdentityLeaves, ref Date, stop bool) Compar
 			add(LeafGrade{Path: la.path, Grade: Different, Rule: "missing", Reading: "only in the first call"})
 		}
 		if done() {
-			return out
+			return
 		}
 	}
 	for j := range b.leaves {
@@ -401,7 +416,6 @@ func (id *IdentityLeaves) compare(b *IdentityLeaves, ref Date, stop bool) Compar
 			add(LeafGrade{Path: b.leaves[j].path, Grade: Different, Rule: "missing", Reading: "only in the second call"})
 		}
 	}
-	return out
 }
 
 // unreadable reports whether a leaf of id differs from b's on the same

@@ -3,7 +3,8 @@ package canon
 import "testing"
 
 // gradePairs are SGD-shaped calls (a restaurant booking, five identity
-// leaves) and the earlier record each is graded against.
+// leaves), and a charge, each with the earlier record it is graded
+// against.
 var gradePairs = []struct{ name, a, b string }{
 	{"equal", `{"city":"San Jose","date":"2019-03-07","party_size":"2","restaurant_name":"Sumo Sushi Boat","time":"evening 7:30"}`,
 		`{"city":"San Jose","date":"2019-03-07","party_size":"2","restaurant_name":"Sumo Sushi Boat","time":"19:30"}`},
@@ -13,6 +14,11 @@ var gradePairs = []struct{ name, a, b string }{
 		`{"city":"San Jose","date":"2019-03-07","party_size":"2","restaurant_name":"Tandoori Mahal Indian Restaurant","time":"19:30"}`},
 	{"different", `{"city":"Santa Rosa","date":"2019-03-08","party_size":"2","restaurant_name":"Oneup","time":"18:30"}`,
 		`{"city":"Santa Clara","date":"2019-03-07","party_size":"2","restaurant_name":"Bombay To Goa","time":"17:30"}`},
+	// The load benchmark's calls: nothing says their values are
+	// unreadable as one another, so the leaves are graded until one
+	// differs.
+	{"different-graded", `{"amount":1042,"currency":"EUR","customer_id":"cus_s1_42","invoice":"inv-42"}`,
+		`{"amount":1017,"currency":"EUR","customer_id":"cus_s1_17","invoice":"inv-17"}`},
 }
 
 // BenchmarkCompare grades a call against an earlier record kept as

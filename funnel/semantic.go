@@ -689,13 +689,16 @@ func (f *Funnel) grade(ctx context.Context, c *check, s *session, shaped []*entr
 			s.resize(e)
 			s.mu.Unlock()
 		}
-		graded, ok := c.leaves.Restates(leaves, c.today)
+		cmp, ok := c.leaves.Restates(leaves, c.today)
 		if !ok {
 			continue
 		}
 		if c.restated == nil {
 			c.restated = map[*entry]*canon.Comparison{}
 		}
+		// A copy, so that only a restated call's comparison goes to the
+		// heap (taking cmp's address moved it there for every call).
+		graded := cmp
 		c.restated[e] = &graded
 		out = append(out, e)
 	}
