@@ -878,12 +878,18 @@ func translate(err error) error {
 }
 
 // badgerLogger routes Badger's log lines to slog: errors and warnings at
-// their level, the chatter at debug.
+// their level, the chatter at debug. A line is formatted only when its
+// level is logged: Badger writes debug lines for every batch of commits.
 type badgerLogger struct{ l *slog.Logger }
 
-func (b badgerLogger) Errorf(f string, a ...any) { b.l.Error(strings.TrimSpace(fmt.Sprintf(f, a...))) }
-func (b badgerLogger) Warningf(f string, a ...any) {
-	b.l.Warn(strings.TrimSpace(fmt.Sprintf(f, a...)))
+func (b badgerLogger) Errorf(f string, a ...any)   { b.log(slog.LevelError, f, a) }
+func (b badgerLogger) Warningf(f string, a ...any) { b.log(slog.LevelWarn, f, a) }
+func (b badgerLogger) Infof(f string, a ...any)    { b.log(slog.LevelDebug, f, a) }
+func (b badgerLogger) Debugf(f string, a ...any)   { b.log(slog.LevelDebug, f, a) }
+
+func (b badgerLogger) log(level slog.Level, f string, a []any) {
+	ctx := context.Background()
+	if b.l.Enabled(ctx, level) {
+		b.l.Log(ctx, level, strings.TrimSpace(fmt.Sprintf(f, a...)))
+	}
 }
-func (b badgerLogger) Infof(f string, a ...any)  { b.l.Debug(strings.TrimSpace(fmt.Sprintf(f, a...))) }
-func (b badgerLogger) Debugf(f string, a ...any) { b.l.Debug(strings.TrimSpace(fmt.Sprintf(f, a...))) }

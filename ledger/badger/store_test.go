@@ -489,3 +489,28 @@ func TestSessionTailListsAsTheIterator(t *testing.T) {
 		}
 	}
 }
+
+// formatted counts how often it is formatted.
+type formatted struct{ n *int }
+
+func (f formatted) String() string { *f.n++; return "x" }
+
+// TestBadgerLogger: Badger's errors and warnings reach the log at their
+// level and its chatter at debug, and a line below the log's level is not
+// even formatted (Badger writes some for every batch of commits).
+func TestBadgerLogger(t *testing.T) {
+	var out bytes.Buffer
+	n := 0
+	l := badgerLogger{slog.New(slog.NewTextHandler(&out, &slog.HandlerOptions{Level: slog.LevelInfo}))}
+	l.Debugf("writeRequests called %v\n", formatted{&n})
+	l.Infof("flushed %v", formatted{&n})
+	if out.Len() != 0 || n != 0 {
+		t.Fatalf("debug and info lines at level info: logged %q, formatted %d times", out.String(), n)
+	}
+	l.Warningf("slow %v\n", formatted{&n})
+	l.Errorf("failed %v", formatted{&n})
+	got := out.String()
+	if n != 2 || !strings.Contains(got, `level=WARN msg="slow x"`) || !strings.Contains(got, `level=ERROR msg="failed x"`) {
+		t.Fatalf("formatted %d times, logged %q", n, got)
+	}
+}
