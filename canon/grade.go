@@ -6,6 +6,8 @@ import (
 	"strings"
 	"unique"
 	"unsafe"
+
+	"github.com/cespare/xxhash/v2"
 )
 
 // Grade is how an identity leaf of one call compares with the same leaf
@@ -164,14 +166,20 @@ type IdentityLeaves struct {
 	// calls of one shape share one copy of their paths. paths is the
 	// leaves' paths in order, each after its length as a uvarint: equal
 	// exactly when the paths are.
-	tool   unique.Handle[string]
-	paths  unique.Handle[string]
-	shape  uint64
-	today  date        // the reference date the call was read against, or zero
-	rules  *typedRules // nil: typed comparison off, no readings
-	leaves []idLeaf
-	named  []string // currencies the call's identity leaves name: ISO codes, or shared signs
-	bytes  int      // the heap it holds (Bytes)
+	tool  unique.Handle[string]
+	paths unique.Handle[string]
+	shape uint64
+	// fixed and fixedValues digest the leaves no reading takes for
+	// another value (see unreadable): which they are, and their values.
+	// Two calls of the same paths and rules whose fixed leaves are the
+	// same ones with other values are Different, told without reading
+	// their leaves.
+	fixed, fixedValues uint64
+	today              date        // the reference date the call was read against, or zero
+	rules              *typedRules // nil: typed comparison off, no readings
+	leaves             []idLeaf
+	named              []string // currencies the call's identity leaves name: ISO codes, or shared signs
+	bytes              int      // the heap it holds (Bytes)
 }
 
 type idLeaf struct {
@@ -263,8 +271,45 @@ func (c *Call) IdentityLeaves() *IdentityLeaves {
 		}
 		size += len(l.norm)
 	}
+	id.digestFixed()
 	id.bytes = int(unsafe.Sizeof(*id)) + size + cap(id.leaves)*int(unsafe.Sizeof(idLeaf{})) + cap(id.named)*int(unsafe.Sizeof(""))
 	return id
+}
+
+// digestFixed sets id.fixed and id.fixedValues: over the leaves whose
+// differing values unreadable takes as final (with readings off, every
+// leaf not text; else those of code, or typed and neither a date nor
+// money), their positions, and what same compares of each.
+func (id *IdentityLeaves) digestFixed() {
+	var at, vals xxhash.Digest
+	at.Reset()
+	vals.Reset()
+	var n [binary.MaxVarintLen64]byte
+	off := id.rules == nil || id.rules.readings == 0
+	for i := range id.leaves {
+		l := &id.leaves[i]
+		if l.soft {
+			continue
+		}
+		if k := typedKind(l.typed); !off && !l.code && (l.typed == "" || k == "date" || k == "money") {
+			continue
+		}
+		at.Write(binary.AppendUvarint(n[:0], uint64(i)))
+		v := l.typed
+		if v == "" {
+			v = l.digestValue()
+		}
+		vals.Write(binary.AppendUvarint(n[:0], uint64(len(v))))
+		vals.WriteString(v)
+	}
+	id.fixed, id.fixedValues = at.Sum64(), vals.Sum64()
+}
+
+// fixedDiffer reports, from the digests, that unreadable(b) holds: the
+// same leaves of the two calls (of the same paths) are fixed, and their
+// values differ.
+func (id *IdentityLeaves) fixedDiffer(b *IdentityLeaves) bool {
+	return id.rules == b.rules && id.fixed == b.fixed && id.fixedValues != b.fixedValues
 }
 
 // uvarintLen is the length of binary.AppendUvarint's encoding of n.
@@ -350,6 +395,9 @@ func (id *IdentityLeaves) compare(b *IdentityLeaves, ref Date, stop bool) Compar
 		return Comparison{Overall: Different}
 	}
 	same := id.paths == b.paths
+	if stop && same && id.fixedDiffer(b) {
+		return Comparison{Overall: Different} // unreadable, from the digests
+	}
 	if stop && same && id.unreadable(b) {
 		return Comparison{Overall: Different}
 	}

@@ -56,6 +56,9 @@ func FuzzGrade(f *testing.F) {
 		if cmp, ok := x.IdentityLeaves().Restates(y.IdentityLeaves(), march1); ok != (ab.Overall == Restated) || ok && len(cmp.Leaves) != len(ab.Leaves) {
 			t.Fatalf("%q vs %q: Restates %v (%d leaves), Compare %v (%d leaves)", a, b, ok, len(cmp.Leaves), ab.Overall, len(ab.Leaves))
 		}
+		if xl, yl := x.IdentityLeaves(), y.IdentityLeaves(); xl.paths == yl.paths && xl.fixedDiffer(yl) && !xl.unreadable(yl) {
+			t.Fatalf("%q vs %q: the digests say the fixed leaves differ, unreadable does not", a, b)
+		}
 		if self := Compare(x, x, march1); self.Overall != Equal {
 			t.Fatalf("%q against itself: %+v", a, self)
 		}

@@ -322,3 +322,36 @@ func TestGradePaths(t *testing.T) {
 		t.Errorf("other paths: %+v, want four leaves missing from one call", cmp)
 	}
 }
+
+// TestGradeFixedDigests: calls whose fixed leaves (typed numbers, ids of
+// code) differ are told Different from the digests, without reading their
+// leaves, and the digests keep nothing from grading that is one value (a
+// number and the same number in words) or that a reading could take for
+// one (a restated date).
+func TestGradeFixedDigests(t *testing.T) {
+	c := mustNew(t, DefaultConfig())
+	leaves := func(args string) *IdentityLeaves { return mustCanon(t, c, "charge", args).IdentityLeaves() }
+	a := leaves(`{"amount":1042,"customer_id":"cus_42","path":"/tmp/a"}`)
+	for _, tc := range []struct {
+		b       string
+		differ  bool
+		overall Grade
+	}{
+		{`{"amount":1017,"customer_id":"cus_42","path":"/tmp/a"}`, true, Different},
+		{`{"amount":1042,"customer_id":"cus_42","path":"/tmp/b"}`, true, Different},
+		{`{"amount":1042,"customer_id":"cus_17","path":"/tmp/a"}`, false, Different},
+		{`{"amount":"one thousand forty two","customer_id":"cus_42","path":"/tmp/a"}`, false, Equal},
+	} {
+		b := leaves(tc.b)
+		if got := a.paths == b.paths && a.fixedDiffer(b); got != tc.differ {
+			t.Errorf("%s: fixed leaves differ %v, want %v", tc.b, got, tc.differ)
+		}
+		if got := a.Compare(b, march1).Overall; got != tc.overall {
+			t.Errorf("%s: %v, want %v", tc.b, got, tc.overall)
+		}
+	}
+	x := leaves(`{"date":"March 4th","party":2}`)
+	if _, ok := x.Restates(leaves(`{"date":"2019-03-04","party":2}`), march1); !ok {
+		t.Error("a restated date is not restated")
+	}
+}
