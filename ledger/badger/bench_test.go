@@ -194,3 +194,21 @@ func BenchmarkGetHit(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkListSessionUpToDate: listing a session of 100 calls past its
+// newest (what every check's refresh of an up-to-date view asks).
+func BenchmarkListSessionUpToDate(b *testing.B) {
+	s := openStore(b, b.TempDir(), false)
+	l := newLedger(b, s, nil)
+	for i := range 100 {
+		if _, err := l.Claim(b.Context(), ledger.ClaimRequest{Tenant: "t", Key: fmt.Sprint("k", i), Session: "s"}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if recs, err := l.Session(b.Context(), "t", "s", 100, 0); err != nil || len(recs) != 0 {
+			b.Fatalf("%d records, %v", len(recs), err)
+		}
+	}
+}
