@@ -236,8 +236,7 @@ func (c *Call) IdentityLeaves() *IdentityLeaves {
 			buf = append(append(buf, f.Value...), f.Typed...)
 		}
 	}
-	// Make clones a string it stores, and keeps nothing of its argument.
-	id.paths = unique.Make(unsafe.String(unsafe.SliceData(paths), len(paths)))
+	id.paths = unique.Make(string(paths))
 	shared, block := id.paths.Value(), string(buf)
 	id.leaves = make([]idLeaf, 0, n)
 	k, at, pat := 0, 0, 0
