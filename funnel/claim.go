@@ -75,6 +75,9 @@ func (f *Funnel) claim(ctx context.Context, c *check) error {
 			return err
 		}
 		f.granted(c, s, &got)
+		if req.Fenced {
+			s.claimed(got.Record.Seq)
+		}
 		s.mu.Unlock()
 		return nil
 	}

@@ -170,18 +170,14 @@ func raceReplicas(t *testing.T, stores [2]ledger.Store, now func() time.Time) {
 }
 
 // TestForgottenNewestCallDoesNotWedgeTheSession: the session's newest
-// number has no record any more (forgotten), so the view's newest Seq is
-// behind the session's counter. The first fenced claim is refused, learns
-// where the counter stands and claims again; later claims fence on it
-// straight away.
+// number, taken by another replica, has no record any more (forgotten), so
+// the view's newest Seq is behind the session's counter. The first fenced
+// claim is refused, learns where the counter stands and claims again;
+// later claims fence on it straight away. A number the view took itself
+// is covered by its claim: forgetting that call refuses nothing.
 func TestForgottenNewestCallDoesNotWedgeTheSession(t *testing.T) {
 	e := newEnv(t, options{})
 	e.run(t, Request{Step: "1", Tool: "refund", Arguments: []byte(`{"order_id":"O1"}`)}, `{"ok":true}`)
-	second := e.check(t, Request{Step: "2", Tool: "refund", Arguments: []byte(`{"order_id":"O2"}`)})
-	want(t, second, Execute, StageNew)
-	if err := e.ledger.Forget(t.Context(), "acme", second.Key, true); err != nil {
-		t.Fatal(err)
-	}
 	moved := func(r Result) bool {
 		for _, n := range r.Notes {
 			if strings.Contains(n, "session moved on") {
@@ -189,6 +185,14 @@ func TestForgottenNewestCallDoesNotWedgeTheSession(t *testing.T) {
 			}
 		}
 		return false
+	}
+	other, err := e.ledger.Claim(t.Context(), ledger.ClaimRequest{Tenant: "acme", Key: "wf:2:refund", Session: "s1",
+		Workflow: "wf", Step: "2", Tool: "refund", Canonical: []byte(`{"order_id":"O2"}`), Hash: 2, Identity: 2})
+	if err != nil || other.Outcome != ledger.Claimed {
+		t.Fatalf("the other replica's claim: %v %v", other.Outcome, err)
+	}
+	if err := e.ledger.Forget(t.Context(), "acme", other.Record.Key, true); err != nil {
+		t.Fatal(err)
 	}
 	third := e.check(t, Request{Step: "3", Tool: "refund", Arguments: []byte(`{"order_id":"O3"}`)})
 	want(t, third, Execute, StageNew)
@@ -199,6 +203,14 @@ func TestForgottenNewestCallDoesNotWedgeTheSession(t *testing.T) {
 	want(t, fourth, Execute, StageNew)
 	if moved(fourth) {
 		t.Errorf("notes %q: the view should know where the counter stands by now", fourth.Notes)
+	}
+	if err := e.ledger.Forget(t.Context(), "acme", fourth.Key, true); err != nil {
+		t.Fatal(err)
+	}
+	fifth := e.check(t, Request{Step: "5", Tool: "refund", Arguments: []byte(`{"order_id":"O5"}`)})
+	want(t, fifth, Execute, StageNew)
+	if moved(fifth) {
+		t.Errorf("notes %q: the view's own claim, forgotten, refused the next one", fifth.Notes)
 	}
 }
 

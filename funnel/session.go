@@ -561,6 +561,17 @@ func (f *Funnel) refresh(ctx context.Context, s *session, tenant, sess string) e
 	return nil
 }
 
+// claimed tells the view that a fenced claim of its own, now in the view,
+// took Seq seq. When seq is the number after every number the view
+// covers, no other call can hold a number below it that the view lacks
+// (the fence saw the counter at s.covered), so the view covers seq too and
+// the next refresh does not list the claim back. The caller holds s.mu.
+func (s *session) claimed(seq uint64) {
+	if seq == s.covered+1 {
+		s.lastSeq, s.covered = max(s.lastSeq, seq), seq
+	}
+}
+
 // apply adds listed records to s. The caller holds s.mu.
 func (f *Funnel) apply(s *session, recs []ledger.Record) {
 	for i := range recs {
