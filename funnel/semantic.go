@@ -93,6 +93,7 @@ func (f *Funnel) pool(c *check, s *session) (gated, shaped, held []*entry) {
 	gated = slices.Clone(s.Gated(c.req.Tool, c.call.IdentityDigest))
 	if c.pol.Identity != IdentityStrict {
 		es := s.Shaped(c.req.Tool, c.call.ShapeDigest)
+		shaped = make([]*entry, 0, min(len(es), maxGraded))
 		n := 0
 		for i := len(es) - 1; i >= 0; i-- {
 			if es[i].identity == c.call.IdentityDigest {
