@@ -169,11 +169,12 @@ type IdentityLeaves struct {
 	tool  unique.Handle[string]
 	paths unique.Handle[string]
 	shape uint64
-	// fixed and fixedValues digest the leaves no reading takes for
-	// another value (see unreadable): which they are, and their values.
-	// Two calls of the same paths and rules whose fixed leaves are the
-	// same ones with other values are Different, told without reading
-	// their leaves.
+	// fixed and fixedValues describe the leaves no reading takes for
+	// another value (see unreadable): which they are, a bit for each
+	// position (no leaf is fixed past the 64th, see digestFixed), and a
+	// digest of their values. Two calls of the same paths and rules whose
+	// fixed leaves are the same ones with other values are Different, told
+	// without reading their leaves.
 	fixed, fixedValues uint64
 	today              date        // the reference date the call was read against, or zero
 	rules              *typedRules // nil: typed comparison off, no readings
@@ -277,11 +278,14 @@ func (c *Call) IdentityLeaves() *IdentityLeaves {
 
 // digestFixed sets id.fixed and id.fixedValues: over the leaves whose
 // differing values unreadable takes as final (with readings off, every
-// leaf not text; else those of code, or typed and neither a date nor
-// money), their positions, and what same compares of each.
+// leaf not text; else those neither a date nor money that are code or
+// typed), their positions and what same compares of each. A call of more
+// than 64 leaves has none fixed: its candidates are graded.
 func (id *IdentityLeaves) digestFixed() {
-	var at, vals xxhash.Digest
-	at.Reset()
+	if len(id.leaves) > 64 {
+		return
+	}
+	var vals xxhash.Digest
 	vals.Reset()
 	var n [binary.MaxVarintLen64]byte
 	off := id.rules == nil || id.rules.readings == 0
@@ -290,10 +294,12 @@ func (id *IdentityLeaves) digestFixed() {
 		if l.soft {
 			continue
 		}
-		if k := typedKind(l.typed); !off && !l.code && (l.typed == "" || k == "date" || k == "money") {
+		// In unreadable's order: a date or money is read whatever its
+		// class; then code, or a typed value, is final.
+		if k := typedKind(l.typed); !off && (k == "date" || k == "money" || !l.code && l.typed == "") {
 			continue
 		}
-		at.Write(binary.AppendUvarint(n[:0], uint64(i)))
+		id.fixed |= 1 << i
 		v := l.typed
 		if v == "" {
 			v = l.digestValue()
@@ -301,14 +307,14 @@ func (id *IdentityLeaves) digestFixed() {
 		vals.Write(binary.AppendUvarint(n[:0], uint64(len(v))))
 		vals.WriteString(v)
 	}
-	id.fixed, id.fixedValues = at.Sum64(), vals.Sum64()
+	id.fixedValues = vals.Sum64()
 }
 
 // fixedDiffer reports, from the digests, that unreadable(b) holds: the
 // same leaves of the two calls (of the same paths) are fixed, and their
 // values differ.
 func (id *IdentityLeaves) fixedDiffer(b *IdentityLeaves) bool {
-	return id.rules == b.rules && id.fixed == b.fixed && id.fixedValues != b.fixedValues
+	return id.rules == b.rules && id.fixed != 0 && id.fixed == b.fixed && id.fixedValues != b.fixedValues
 }
 
 // uvarintLen is the length of binary.AppendUvarint's encoding of n.
