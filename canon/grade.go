@@ -288,15 +288,12 @@ func (id *IdentityLeaves) digestFixed() {
 	var vals xxhash.Digest
 	vals.Reset()
 	var n [binary.MaxVarintLen64]byte
-	off := id.rules == nil || id.rules.readings == 0
+	off := id.readingsOff()
 	for i := range id.leaves {
 		l := &id.leaves[i]
-		if l.soft {
-			continue
-		}
-		// In unreadable's order: a date or money is read whatever its
+		// As unreadable reads them: a date or money is read whatever its
 		// class; then code, or a typed value, is final.
-		if k := typedKind(l.typed); !off && (k == "date" || k == "money" || !l.code && l.typed == "") {
+		if l.soft || !off && (l.readFirst() || !l.code && l.typed == "") {
 			continue
 		}
 		id.fixed |= 1 << i
@@ -308,6 +305,16 @@ func (id *IdentityLeaves) digestFixed() {
 		vals.WriteString(v)
 	}
 	id.fixedValues = vals.Sum64()
+}
+
+// readingsOff: no reading may take one value for another.
+func (id *IdentityLeaves) readingsOff() bool { return id.rules == nil || id.rules.readings == 0 }
+
+// readFirst: a date or an amount, which grader.read tries first,
+// whatever the leaf's class.
+func (l *idLeaf) readFirst() bool {
+	k := typedKind(l.typed)
+	return k == "date" || k == "money"
 }
 
 // fixedDiffer reports, from the digests, that unreadable(b) holds: the
@@ -476,17 +483,16 @@ func (id *IdentityLeaves) pairByPath(b *IdentityLeaves, pair func(la, lb *idLeaf
 // typed, neither a date nor money, or code; or readings off. Then b does
 // not restate id, and Restates says so without grading every leaf.
 func (id *IdentityLeaves) unreadable(b *IdentityLeaves) bool {
-	r := id.rules
+	off := id.readingsOff()
 	for i := range id.leaves {
 		la, lb := &id.leaves[i], &b.leaves[i]
 		if la.soft || lb.soft || la.same(lb) {
 			continue
 		}
-		if r == nil || r.readings == 0 {
+		if off {
 			return true
 		}
-		ka, kb := typedKind(la.typed), typedKind(lb.typed)
-		if ka == "date" || kb == "date" || ka == "money" || kb == "money" {
+		if la.readFirst() || lb.readFirst() {
 			continue // read, dispatches on these first
 		}
 		if la.typed != "" && lb.typed != "" || la.code || lb.code {
