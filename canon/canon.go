@@ -64,6 +64,19 @@ type Field struct {
 	Typed string `json:"typed,omitempty"`
 }
 
+// HashHex writes a hash or digest of a Call as the API shows it: 16
+// lowercase hex digits, zero-padded (what fmt's %016x writes, without its
+// boxing: every answer carries two).
+func HashHex(h uint64) string {
+	const digits = "0123456789abcdef"
+	var b [16]byte
+	for i := len(b) - 1; i >= 0; i-- {
+		b[i] = digits[h&0xf]
+		h >>= 4
+	}
+	return string(b[:])
+}
+
 // Call is a canonicalized tool call. It is immutable once returned and safe
 // to share between goroutines.
 type Call struct {

@@ -3,6 +3,7 @@ package canon
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -492,5 +493,15 @@ func TestCallOutlivesItsInput(t *testing.T) {
 	}
 	if got := classes(again); got["subject"] != "text heuristic:name=subject" {
 		t.Errorf("subject after the first input was overwritten: %q", got["subject"])
+	}
+}
+
+// TestHashHex: the API's hex of a hash, as %016x writes it, at the ends
+// of the range and where padding matters.
+func TestHashHex(t *testing.T) {
+	for _, h := range []uint64{0, 1, 0xf, 0x10, 0xabc, 1 << 63, 0xdeadbeefcafef00d, ^uint64(0)} {
+		if got, want := HashHex(h), fmt.Sprintf("%016x", h); got != want {
+			t.Errorf("HashHex(%#x) = %q, want %q", h, got, want)
+		}
 	}
 }

@@ -3,7 +3,6 @@ package funnel
 import (
 	"encoding/json"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/idem-dev/idem/canon"
@@ -182,7 +181,7 @@ func (r Result) MarshalJSON() ([]byte, error) { return json.Marshal(r.Wire()) }
 // for a check's answer took as long again as encoding it
 // (BenchmarkResultJSON).
 func (r Result) Wire() any {
-	return resultWire{plainResult(r), fmt.Sprintf("%016x", r.Hash), fmt.Sprintf("%016x", r.IdentityDigest)}
+	return resultWire{plainResult(r), canon.HashHex(r.Hash), canon.HashHex(r.IdentityDigest)}
 }
 
 // plainResult is Result without its methods, so that encoding it does not

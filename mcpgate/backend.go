@@ -133,7 +133,7 @@ func fromFunnel(r *funnel.Result) *client.Result {
 		Decision: string(r.Decision), Stage: string(r.Stage), Key: r.Key, Token: r.Token,
 		LeaseUntil: r.LeaseUntil, Policy: r.Policy, Reason: r.Reason, BudgetExceeded: r.BudgetExceeded,
 		Notes: r.Notes, ReferenceDate: r.ReferenceDate, TimingsUS: r.TimingsUS,
-		Hash: fmt.Sprintf("%016x", r.Hash), IdentityDigest: fmt.Sprintf("%016x", r.IdentityDigest),
+		Hash: canon.HashHex(r.Hash), IdentityDigest: canon.HashHex(r.IdentityDigest),
 		Replayed: r.Decision == funnel.Duplicate,
 	}
 	if m := r.Match; m != nil {

@@ -378,3 +378,25 @@ func TestInProgressSaysWhenTheLeaseEnds(t *testing.T) {
 		t.Errorf("Retry-After %q, want 60 (the lease's 90 s, at most 60)", got)
 	}
 }
+
+// TestRequestLinesOnlyAtDebug: at debug level every request is logged
+// with its route, status and duration, never with its arguments; at info
+// level no request line is written (nor built: the line is checked for
+// before its fields are gathered).
+func TestRequestLinesOnlyAtDebug(t *testing.T) {
+	for _, level := range []slog.Level{slog.LevelDebug, slog.LevelInfo} {
+		t.Run(level.String(), func(t *testing.T) {
+			var logs logBuffer
+			e := start(t, options{logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: level}))})
+			e.do(`{"session_id":"s","idempotency_key":"k","tool":"charge","arguments":{"card":"4111-secret-card"}}`, "execute")
+			lines := logs.String()
+			if strings.Contains(lines, "4111-secret-card") {
+				t.Fatalf("the log holds a tool argument:\n%s", lines)
+			}
+			got := strings.Count(lines, `msg=request method=POST route=/v1/check status=200 tenant=default duration_us=`)
+			if want := map[slog.Level]int{slog.LevelDebug: 1, slog.LevelInfo: 0}[level]; got != want {
+				t.Errorf("%d request lines for one check at level %v, want %d:\n%s", got, level, want, lines)
+			}
+		})
+	}
+}

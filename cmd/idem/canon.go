@@ -129,7 +129,7 @@ func runCanon(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if *asJSON {
 		out := canonOutput{
 			Tool: call.Tool, Canonical: call.Canonical,
-			Hash: fmt.Sprintf("%016x", call.Hash), IdentityDigest: fmt.Sprintf("%016x", call.IdentityDigest),
+			Hash: canon.HashHex(call.Hash), IdentityDigest: canon.HashHex(call.IdentityDigest),
 			TextView: call.TextView(), TextTruncated: call.TextTruncated(), Fields: call.Fields,
 		}
 		if cmp != nil {
