@@ -81,3 +81,21 @@ type FencedStore interface {
 	// its Seq, the fence plays no part and UpdateFenced is Update.
 	UpdateFenced(ctx context.Context, tenant, key string, seen uint64, fn func(cur *Record) (*Record, error)) error
 }
+
+// SyncStats is what a store that makes its writes durable in shared sync
+// rounds (group commit) has done since it opened. Rates of its fields over
+// time give the round's mean fsync time (Seconds / Rounds), how many
+// operations shared a round (Operations / Rounds), and how long an
+// operation waited for the disk (WaitSeconds / Operations).
+type SyncStats struct {
+	// Rounds is the sync rounds run: each fsynced the logs once.
+	Rounds uint64
+	// Operations is the operations that waited for a round: writes, and
+	// reads of a record no round had covered yet.
+	Operations uint64
+	// Seconds is the time the rounds took, fsyncs included.
+	Seconds float64
+	// WaitSeconds is the time operations waited for their round, from
+	// asking for it to its end.
+	WaitSeconds float64
+}

@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/idem-dev/idem/funnel"
+	"github.com/idem-dev/idem/ledger"
 )
 
 // metrics are the server's Prometheus metrics. Labels are bounded: tenant
@@ -24,7 +25,8 @@ type metrics struct {
 	latency     *prometheus.HistogramVec // route
 }
 
-func newMetrics(reg prometheus.Registerer, cache func() (hits, misses uint64), views func() funnel.ViewStats, queue func() funnel.QueueStats) (*metrics, error) {
+func newMetrics(reg prometheus.Registerer, deps Deps) (*metrics, error) {
+	cache, views, queue, syncs := deps.CacheStats, deps.ViewStats, deps.QueueStats, deps.SyncStats
 	m := &metrics{
 		checks: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "idem_checks_total",
@@ -109,6 +111,24 @@ func newMetrics(reg prometheus.Registerer, cache func() (hits, misses uint64), v
 			Name: "idem_encoder_batches_running",
 			Help: "Batches the encoder is embedding now (at most embedder.workers).",
 		}, func() float64 { return float64(queue().Running) }))
+	}
+	if syncs != nil {
+		for _, c := range []struct {
+			name, help string
+			v          func(ledger.SyncStats) float64
+		}{
+			{"idem_store_sync_rounds_total", "Sync rounds the store ran (store.sync_writes): each fsynced its logs once, for every write that came before it.",
+				func(s ledger.SyncStats) float64 { return float64(s.Rounds) }},
+			{"idem_store_sync_operations_total", "Operations that waited for a sync round: writes, and reads of a record not yet durable. Divided by the rounds: how many shared one.",
+				func(s ledger.SyncStats) float64 { return float64(s.Operations) }},
+			{"idem_store_sync_seconds_total", "Time the sync rounds took, fsyncs included. Divided by the rounds: the mean round.",
+				func(s ledger.SyncStats) float64 { return s.Seconds }},
+			{"idem_store_sync_wait_seconds_total", "Time operations waited for their sync round. Divided by the operations: what durability adds to a write.",
+				func(s ledger.SyncStats) float64 { return s.WaitSeconds }},
+		} {
+			cs = append(cs, prometheus.NewCounterFunc(prometheus.CounterOpts{Name: c.name, Help: c.help},
+				func() float64 { return c.v(syncs()) }))
+		}
 	}
 	for _, c := range cs {
 		if err := reg.Register(c); err != nil {

@@ -88,6 +88,9 @@ type Deps struct {
 	// QueueStats reports the funnel's encoder queue, for metrics; nil
 	// leaves it out.
 	QueueStats func() funnel.QueueStats
+	// SyncStats reports the store's sync rounds, for metrics; nil (a
+	// store without them, or sync writes off) leaves them out.
+	SyncStats func() ledger.SyncStats
 }
 
 // Config configures a Server. Start from DefaultConfig.
@@ -226,7 +229,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		}
 		s.tools[t] = true
 	}
-	m, err := newMetrics(s.reg, deps.CacheStats, deps.ViewStats, deps.QueueStats)
+	m, err := newMetrics(s.reg, deps)
 	if err != nil {
 		return nil, err
 	}

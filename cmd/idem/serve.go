@@ -407,6 +407,13 @@ func (a *app) serverDeps() server.Deps {
 	if a.cache != nil {
 		d.CacheStats = func() (uint64, uint64) { s := a.cache.Stats(); return s.Hits, s.Misses }
 	}
+	if s, ok := a.store.(interface {
+		SyncStats() (ledger.SyncStats, bool)
+	}); ok {
+		if _, on := s.SyncStats(); on {
+			d.SyncStats = func() ledger.SyncStats { st, _ := s.SyncStats(); return st }
+		}
+	}
 	return d
 }
 

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -218,6 +219,51 @@ func TestServeMetricToolLabels(t *testing.T) {
 		if strings.Contains(string(body), `tool="`+tool+`"`) {
 			t.Errorf("/metrics labels %s, which the config does not name", tool)
 		}
+	}
+}
+
+// TestServeSyncMetrics: with store.sync_writes on, /metrics carries the
+// store's sync rounds, and a check that claimed and its completion were
+// operations of them; with it off, there are none to report.
+func TestServeSyncMetrics(t *testing.T) {
+	metric := func(body, name string) (float64, bool) {
+		for line := range strings.Lines(body) {
+			if v, ok := strings.CutPrefix(strings.TrimSpace(line), name+" "); ok {
+				f, err := strconv.ParseFloat(v, 64)
+				return f, err == nil
+			}
+		}
+		return 0, false
+	}
+	names := []string{"idem_store_sync_rounds_total", "idem_store_sync_operations_total", "idem_store_sync_seconds_total", "idem_store_sync_wait_seconds_total"}
+	for _, sync := range []string{"true", "false"} {
+		t.Run("sync_writes="+sync, func(t *testing.T) {
+			url := startServe(t, map[string]string{"IDEM_EMBEDDER_PROVIDER": "none", "IDEM_STORE_SYNC_WRITES": sync})
+			call := `{"session_id":"s1","workflow_id":"wf","step_id":"1","tool":"charge","arguments":{"n":1}}`
+			code, out, errs := runIdem(t, "", "check", "--server", url, call)
+			if code != 0 {
+				t.Fatalf("check: exit %d %s %s", code, out, errs)
+			}
+			resp, err := http.Get(url + "/metrics")
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			for _, name := range names {
+				v, ok := metric(string(body), name)
+				switch {
+				case sync == "false" && ok:
+					t.Errorf("sync writes off, /metrics has %s %v", name, v)
+				case sync == "true" && !ok:
+					t.Errorf("/metrics lacks %s", name)
+				case sync == "true" && name == "idem_store_sync_rounds_total" && v < 1:
+					t.Errorf("%s %v after a claim, want at least 1", name, v)
+				case sync == "true" && name == "idem_store_sync_operations_total" && v < 1:
+					t.Errorf("%s %v after a claim, want at least 1", name, v)
+				}
+			}
+		})
 	}
 }
 

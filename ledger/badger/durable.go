@@ -54,9 +54,12 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/dgraph-io/badger/v4"
+
+	"github.com/idem-dev/idem/ledger"
 )
 
 // errClosed is what operations waiting for durability get once the store
@@ -93,6 +96,11 @@ type groupSync struct {
 	// that, so a writer alone is never delayed.
 	lastWriter string
 	company    time.Time
+
+	// stats: the rounds run and operations covered (guarded by mu), and
+	// the nanoseconds operations waited (waited, atomic).
+	stats  ledger.SyncStats
+	waited atomic.Int64
 
 	// syncFile makes a log's written data durable: fdatasync where there
 	// is one (the logs never change size but by growing, which it covers).
@@ -139,12 +147,23 @@ func (g *groupSync) wait(writer string) error {
 	r := g.next
 	r.waiters++
 	g.mu.Unlock()
+	start := g.now()
 	select {
 	case g.kick <- struct{}{}:
 	default: // a round is already asked for
 	}
 	<-r.done
+	g.waited.Add(int64(g.now().Sub(start)))
 	return r.err
+}
+
+// syncStats reports the rounds run so far (SyncStats).
+func (g *groupSync) syncStats() ledger.SyncStats {
+	g.mu.Lock()
+	st := g.stats
+	g.mu.Unlock()
+	st.WaitSeconds = time.Duration(g.waited.Load()).Seconds()
+	return st
 }
 
 // covered returns once version v (a commit that returned before the call)
@@ -198,8 +217,13 @@ func (g *groupSync) run(ctx context.Context) {
 		}
 		g.mu.Unlock()
 		if failed == nil && (!closing || r.waiters > 0) {
+			start := g.now()
 			ts, err := g.round()
+			took := g.now().Sub(start)
 			g.mu.Lock()
+			g.stats.Rounds++
+			g.stats.Operations += uint64(r.waiters)
+			g.stats.Seconds += took.Seconds()
 			if err != nil {
 				failed = fmt.Errorf("ledger/badger: sync: %w", err)
 				if g.err == nil || g.err == errClosed {

@@ -68,6 +68,19 @@ func (h *heldSync) syncs() int {
 	return h.walSyncs
 }
 
+// claimHeld claims req in the background and returns once the claim's
+// fsync has begun, held by h (the store's first); the claim's error comes
+// on the channel once h releases it.
+func claimHeld(ctx context.Context, l *ledger.Ledger, h *heldSync, req ledger.ClaimRequest) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		_, err := l.Claim(ctx, req)
+		done <- err
+	}()
+	<-h.entered
+	return done
+}
+
 // queued is how many operations wait for the store's next sync round.
 func queued(s *Store) int {
 	s.sync.mu.Lock()
@@ -114,12 +127,7 @@ func TestConcurrentWritesShareAnFsync(t *testing.T) {
 	ctx := t.Context()
 	h := holdSyncs(t, s)
 
-	first := make(chan error, 1)
-	go func() {
-		_, err := l.Claim(ctx, claimReq("s0", "k0"))
-		first <- err
-	}()
-	<-h.entered // the first claim's fsync is in flight, and held
+	first := claimHeld(ctx, l, h, claimReq("s0", "k0")) // its fsync is in flight, and held
 
 	const n = 8
 	var wg sync.WaitGroup
@@ -149,6 +157,52 @@ func TestConcurrentWritesShareAnFsync(t *testing.T) {
 	}
 }
 
+// TestSyncStats: what SyncStats reports of the rounds, on a clock the
+// test moves: a claim whose fsync is held for a second, and eight that
+// came meanwhile and share the next round, are two rounds of nine
+// operations; the held round took the second, and each of the nine
+// waited it. A store without sync writes reports none.
+func TestSyncStats(t *testing.T) {
+	s := openStore(t, t.TempDir(), true)
+	l := newLedger(t, s, nil)
+	ctx := t.Context()
+	var clock atomic.Int64 // ns
+	s.sync.now = func() time.Time { return time.Unix(0, clock.Load()) }
+	if st, on := s.SyncStats(); !on || st != (ledger.SyncStats{}) {
+		t.Fatalf("a store just opened: %+v, %v; want nothing yet, and on", st, on)
+	}
+	h := holdSyncs(t, s)
+	first := claimHeld(ctx, l, h, claimReq("s0", "k0"))
+	const n = 8
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			if _, err := l.Claim(ctx, claimReq(fmt.Sprint("s", i+1), fmt.Sprint("k", i+1))); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	waitFor(t, "eight claims waiting for the next round", func() bool { return queued(s) == n })
+	clock.Add(int64(time.Second))
+	h.release()
+	wg.Wait()
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	st, _ := s.SyncStats()
+	if want := (ledger.SyncStats{Rounds: 2, Operations: n + 1, Seconds: 1, WaitSeconds: n + 1}); st != want {
+		t.Errorf("after a held round and the one behind it: %+v, want %+v", st, want)
+	}
+
+	off := openStore(t, t.TempDir(), false)
+	if _, err := newLedger(t, off, nil).Claim(ctx, claimReq("s", "k")); err != nil {
+		t.Fatal(err)
+	}
+	if st, on := off.SyncStats(); on || st != (ledger.SyncStats{}) {
+		t.Errorf("sync writes off: %+v, %v; want nothing, and off", st, on)
+	}
+}
+
 // TestReadsDoNotWaitForOtherWrites: while another session's claim waits
 // for its fsync, reads of durable records answer; a read of the record
 // that claim wrote answers only once it is durable; a write waits.
@@ -165,12 +219,7 @@ func TestReadsDoNotWaitForOtherWrites(t *testing.T) {
 	}
 	h := holdSyncs(t, s)
 
-	pending := make(chan error, 1)
-	go func() {
-		_, err := l.Claim(ctx, claimReq("b", "new"))
-		pending <- err
-	}()
-	<-h.entered
+	pending := claimHeld(ctx, l, h, claimReq("b", "new"))
 
 	within(t, "a key hit", func() {
 		got, err := l.Get(ctx, "t", "done")
@@ -266,12 +315,7 @@ func TestCloseAcknowledgesWaiters(t *testing.T) {
 	}
 	l := newLedger(t, s, nil)
 	h := holdSyncs(t, s)
-	first := make(chan error, 1)
-	go func() {
-		_, err := l.Claim(context.Background(), claimReq("a", "k0"))
-		first <- err
-	}()
-	<-h.entered
+	first := claimHeld(context.Background(), l, h, claimReq("a", "k0"))
 	second := make(chan error, 1)
 	go func() {
 		_, err := l.Claim(context.Background(), claimReq("b", "k1"))

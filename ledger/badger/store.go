@@ -360,6 +360,15 @@ func itemRecord(txn *badger.Txn, tenant, key string, item *badger.Item) (*ledger
 	return &r, meta, nil
 }
 
+// SyncStats reports the sync rounds run since the store opened (see
+// durable.go); false when Config.SyncWrites is off and there are none.
+func (s *Store) SyncStats() (ledger.SyncStats, bool) {
+	if s.sync == nil {
+		return ledger.SyncStats{}, false
+	}
+	return s.sync.syncStats(), true
+}
+
 // committed returns once this operation's commits are durable (see
 // durable.go). writer names whose write it was (tenant and session; ""
 // when unknown), for Config.SyncDelay.
