@@ -6,7 +6,7 @@ import (
 )
 
 // TestSwappedKindIsNoDuplicate: two emails that differ only in which of
-// two weekdays, rooms or cities they name score 0.95 and more with the
+// two weekdays, rooms, cities or agencies they name score 0.95 and more with the
 // encoder; the contrast guard's lexicon tells them apart, so the second
 // executes (with a note saying why) instead of being asked about as the
 // first's duplicate. A rewording of the first is still caught.
@@ -15,6 +15,7 @@ func TestSwappedKindIsNoDuplicate(t *testing.T) {
 		{"Please schedule a visit to Pine Meadows Apartments for next Tuesday.", "Please schedule a visit to Pine Meadows Apartments for next Friday."},
 		{"Please play Highway Tune on the kitchen speaker.", "Please play Highway Tune on the bedroom speaker."},
 		{"Book me a table for dinner in Chicago.", "Book me a table for dinner in Seattle."},
+		{"Please forward the incident report to the FBI.", "Please forward the incident report to the CIA."},
 	} {
 		e := newEnv(t, options{})
 		e.run(t, Request{Step: "1", Tool: "send_email", Arguments: email(tc.first)}, `{"message_id":"m-1"}`)

@@ -111,3 +111,22 @@ func FuzzParseNoun(f *testing.F) {
 		}
 	})
 }
+
+// FuzzContrast: the contrast guard names the same difference both ways
+// round, finds none between a text and itself, and does not panic on any
+// text (acronyms, lines, scripts without case).
+func FuzzContrast(f *testing.F) {
+	f.Add("UN experts visit Syria", "US says weapons used in Syria")
+	f.Add("send_email\nbody: THE UN MET\n", "send_email\nbody: The EU met")
+	f.Add("name IN ('alpha')", "name:alpha OR name:beta")
+	f.Add("the WHO briefed the CDC", "the World Health Organization briefed the NIH")
+	f.Add("거실 에어컨 ÉU", ": \n: A\n")
+	f.Fuzz(func(t *testing.T, a, b string) {
+		if x, y := Contrast(a, b), Contrast(b, a); x != y {
+			t.Fatalf("Contrast(a, b) = %q, Contrast(b, a) = %q", x, y)
+		}
+		if x := Contrast(a, a); x != "" {
+			t.Fatalf("Contrast(a, a) = %q", x)
+		}
+	})
+}

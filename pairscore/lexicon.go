@@ -296,11 +296,24 @@ const maxSwapWords = 8
 // tried. Words are tried in a's order, then b's, so the answer is
 // deterministic.
 func swapped(a, b string, wa, wb []string) (pair, rel string) {
+	aa, ab := acronyms(a), acronyms(b)
+	if pair, rel = swappedWords(wa, wb, aa, ab); rel != "" {
+		return pair, rel
+	}
+	if pair = acronymSwap(aa, ab, wa, wb); pair != "" {
+		return pair, "kinds"
+	}
+	return "", ""
+}
+
+// swappedWords is swapped over the words the lexicon may hold: aa and ab
+// are the texts' acronyms, which it leaves out.
+func swappedWords(wa, wb, aa, ab []string) (pair, rel string) {
 	ca, cb := candidates(wa), candidates(wb)
 	if len(ca) == 0 || len(cb) == 0 {
 		return "", ""
 	}
-	oa, ob := onlyIn(ca, sortedKeys(cb), acronyms(a)), onlyIn(cb, sortedKeys(ca), acronyms(b))
+	oa, ob := onlyIn(ca, sortedKeys(cb), aa), onlyIn(cb, sortedKeys(ca), ab)
 	if len(oa) == 0 || len(ob) == 0 || len(oa) > maxSwapWords || len(ob) > maxSwapWords {
 		return "", ""
 	}
@@ -384,18 +397,31 @@ func onlyIn(a []candidate, bSorted, skip []string) []string {
 }
 
 // acronyms are the words of text written in capitals only (two letters
-// or more), in lower case; none when the text has no lower-case letter
-// (a headline in capitals).
+// or more), in lower case. A line written all in capitals (a headline)
+// has none: its words are words. A line "label: value", as a text view
+// writes a field, is judged by its value.
 func acronyms(text string) []string {
 	var out []string
+	for line := range strings.Lines(text) {
+		if i := strings.Index(line, ": "); i > 0 && !strings.ContainsAny(line[:i], " \t") {
+			line = line[i+2:]
+		}
+		out = lineAcronyms(out, line)
+	}
+	return out
+}
+
+// lineAcronyms appends the acronyms of one line to out.
+func lineAcronyms(out []string, line string) []string {
+	n := len(out)
 	lower, start, upper := false, -1, true
 	end := func(i int) {
 		if start >= 0 && upper && i-start >= 2 {
-			out = append(out, strings.ToLower(text[start:i]))
+			out = append(out, strings.ToLower(line[start:i]))
 		}
 		start, upper = -1, true
 	}
-	for i, r := range text {
+	for i, r := range line {
 		switch {
 		case !unicode.IsLetter(r):
 			end(i)
@@ -404,15 +430,98 @@ func acronyms(text string) []string {
 				start = i
 			}
 			if unicode.IsLower(r) {
-				lower, upper = true, false
+				lower = true
+			}
+			if !unicode.IsUpper(r) { // lower case, or a script without case
+				upper = false
 			}
 		}
 	}
-	end(len(text))
+	end(len(line))
 	if !lower {
-		return nil
+		return out[:n]
 	}
 	return out
+}
+
+// acronymSwap returns "x / y" for an acronym x only text a holds and an
+// acronym y only text b holds ("UN" / "US", "FBI" / "CIA", "USD" /
+// "EUR"): two names of one kind, as Chicago and Seattle are, which the
+// encoder scores as near-identical. aa and ab are the texts' acronyms,
+// wa and wb their words. An acronym the other text holds as a word or
+// spells out ("IAEA" for "International Atomic Energy Agency", "CEO" for
+// "chief executive officer") is in both; query operators written in
+// capitals ("name IN (…)", "a OR b") and "OK" name nothing; and one acronym that
+// begins the other ("US" / "USA", "NY" / "NYC") names the same thing.
+// "" when there is none.
+func acronymSwap(aa, ab, wa, wb []string) string {
+	oa, ob := loneAcronyms(aa, ab, wb), loneAcronyms(ab, aa, wa)
+	if len(oa) == 0 || len(ob) == 0 || len(oa) > maxSwapWords || len(ob) > maxSwapWords {
+		return ""
+	}
+	for _, x := range oa {
+		for _, y := range ob {
+			if !strings.HasPrefix(x, y) && !strings.HasPrefix(y, x) {
+				return x + " / " + y
+			}
+		}
+	}
+	return ""
+}
+
+// loneAcronyms are the distinct acronyms of one text (acrs) that are
+// names (not notNames) and that the other text (its acronyms and words) neither
+// holds nor spells out.
+func loneAcronyms(acrs, otherAcrs, otherWords []string) []string {
+	var out []string
+	for _, x := range acrs {
+		if notNames[x] || slices.Contains(out, x) || slices.Contains(otherAcrs, x) ||
+			slices.Contains(otherWords, x) || spelledOut(x, otherWords) {
+			continue
+		}
+		out = append(out, x)
+	}
+	return out
+}
+
+// notNames are words written in capitals that name nothing: the
+// operators of search and query languages (SQL, Lucene, boolean search)
+// and "OK".
+var notNames = map[string]bool{
+	"and": true, "or": true, "not": true, "in": true, "is": true, "xor": true, "like": true,
+	"near": true, "to": true, "null": true, "between": true, "ok": true,
+}
+
+// spelledOut reports whether consecutive words of ws begin with the
+// letters of the acronym acr in order, function words either giving
+// their letter or left out ("Department of Justice" is DOJ, "United
+// States of America" USA). One pass over the words: at[k] says that the
+// words so far can end with acr's first k letters spelled.
+func spelledOut(acr string, ws []string) bool {
+	at := make([]bool, len(acr)+1)
+	next := make([]bool, len(acr)+1)
+	at[0] = true
+	for _, w := range ws {
+		clear(next)
+		next[0] = true
+		skip := stopwords[w]
+		for k, ok := range at {
+			if !ok {
+				continue
+			}
+			if skip {
+				next[k] = true
+			}
+			if k < len(acr) && w != "" && w[0] == acr[k] {
+				next[k+1] = true
+			}
+		}
+		if next[len(acr)] {
+			return true
+		}
+		at, next = next, at
+	}
+	return false
 }
 
 // bare is a word without its quotes and possessive: "'alpha'" is alpha,
