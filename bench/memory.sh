@@ -4,7 +4,8 @@
 # data directory and the default config, records SESSIONS × CALLS new
 # calls with text through the API (bench/cmd/memload, texts from STS-B in
 # the public data, or IDEM_MEMLOAD_TEXTS), and prints the resident set
-# and Go heap when idle and after (IDEM_BIN measures that idem binary
+# and Go heap when idle and after, and the data directory's size after
+# (IDEM_BIN measures that idem binary
 # instead of building this tree's). With IDEM_MEMORY_PROFILE=FILE it also
 # writes the heap profile taken after (debug_listen) to FILE and prints
 # its top entries. With IDEM_MEMLOAD_DRAIN=1 the figures after are read once the
@@ -36,6 +37,8 @@ sleep 2 # let the start settle before reading the idle figures
 # The resident set in anonymous memory (the heap, Badger's memtables) and
 # in file pages (Badger's tables and logs, mapped: the kernel can drop them).
 grep -E '^(RssAnon|RssFile)' "/proc/$pid/status" | tr -s ' \t' ' ' | paste -sd ' ' | sed 's/^/after: /'
+# What the ledger takes on disk (Badger's tables and logs).
+du -sk "$tmp/data" | awk '{printf "disk: %.1f MiB in the data directory\n", $1/1024}'
 # What the session views hold (sessions.max_view_bytes bounds it; an
 # older build reports nothing).
 curl -sf "http://127.0.0.1:$port/metrics" | grep -E '^idem_session_view' | paste -sd ' ' | sed 's/^/views: /' || true

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/idem-dev/idem/internal/half"
 )
 
 // The encoder queue stands between the funnel and its Embedder. Every text
@@ -315,6 +317,10 @@ func (q *encoderQueue) run(ctx context.Context, batch []*job) error {
 		if len(vecs[i]) != q.dim {
 			err = fmt.Errorf("funnel: embedder returned a vector of %d values, want %d", len(vecs[i]), q.dim)
 		}
+		// Halves from here on: the call's record stores them in half the
+		// bytes, and the check compares what a later check will read back.
+		// (An embedder whose values pass ±65504 keeps its floats.)
+		half.Round(vecs[i])
 	}
 	at := 0
 	for _, j := range batch {

@@ -74,7 +74,9 @@ type Ledger interface {
 }
 
 // Embedder turns text views into L2-normalized vectors (embed.USE,
-// embed.OpenAI and embed.Cache provide it).
+// embed.OpenAI and embed.Cache provide it). The vectors it returns are the
+// funnel's: it rounds them to half precision in place (internal/half), the
+// precision the ledger stores them at.
 type Embedder interface {
 	Embed(ctx context.Context, texts []string) ([][]float32, error)
 	Dim() int

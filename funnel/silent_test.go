@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/idem-dev/idem/embed"
+	"github.com/idem-dev/idem/internal/half"
 	"github.com/idem-dev/idem/ledger"
 	"github.com/idem-dev/idem/ledger/badger"
 )
@@ -446,4 +447,32 @@ func TestSmallSessionLoadedPastTheBudget(t *testing.T) {
 		res := e.check(t, Request{Session: fmt.Sprint("fresh-", i), Step: fmt.Sprint(i), Tool: "send_email", Arguments: []byte(invoice)})
 		want(t, res, Execute, StageNew)
 	}
+}
+
+// TestRecordedEmbeddingsAreHalves: the embedding written to a call's
+// record is its encoder's vector rounded to half precision (which Badger
+// stores in 2 bytes a value), and a rewording checked against those values
+// is still caught.
+func TestRecordedEmbeddingsAreHalves(t *testing.T) {
+	e := newEnv(t, options{})
+	first := e.run(t, Request{Step: "1", Tool: "send_email", Arguments: []byte(invoice)}, `{"message_id":"m-1"}`)
+	if err := e.f.Settle(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	got, err := e.ledger.Get(context.Background(), "acme", first.Key)
+	if err != nil || len(got.Record.Embedding) != embed.USEDim {
+		t.Fatalf("record: %d embedding values, %v", len(got.Record.Embedding), err)
+	}
+	if !half.Exact(got.Record.Embedding) {
+		t.Fatal("the recorded embedding holds values that are no halves")
+	}
+	raw, err := encoder(t).Embed(context.Background(), []string{"send_email\nbody: Hi Ann, your invoice for May is attached. Best, Bob\nsubject: Your invoice for May"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if half.Exact(raw[0]) {
+		t.Fatal("the encoder's own vector is already halves: the test shows nothing")
+	}
+	res := e.check(t, Request{Step: "2", Tool: "send_email", Arguments: []byte(invoiceReworded)})
+	want(t, res, Confirm, StageSemantic)
 }

@@ -8,6 +8,7 @@ import (
 	"math"
 	"slices"
 
+	"github.com/idem-dev/idem/internal/half"
 	"github.com/idem-dev/idem/ledger"
 )
 
@@ -54,16 +55,20 @@ func counterKey(tenant, session string) []byte {
 
 // Record encoding: a version byte, the fields in a fixed order (strings and
 // byte slices length-prefixed with uvarints, numbers as uvarints or fixed
-// 8 bytes, floats as 4-byte IEEE 754), then a CRC-32C of everything before
-// it. Hand-written because no well-kept library fits: the record is hot
+// 8 bytes, the embedding's values as IEEE 754 halves or floats), then a
+// CRC-32C of everything before it. Hand-written because no well-kept library fits: the record is hot
 // (every claim writes one) and JSON costs ~10x more for a 384-d embedding.
 //
-// Versions: 1 ends with Seq; 2 (written since) appends Confirmed after it.
-// Every version is read; a field a version lacks reads as its zero value.
-// A version newer than the binary's is refused as corrupt (an older idem
-// cannot read what a newer one wrote).
+// Versions: 1 ends with Seq; 2 appends Confirmed after it; 3 (written
+// since) puts a width byte after the embedding's length: 2 when every
+// value is a half-precision value (the funnel rounds its embeddings so:
+// half.Round) and is stored in 2 bytes, 4 otherwise. Versions 1 and 2
+// store 4-byte floats. Every version is read; a field a version lacks
+// reads as its zero value. A version newer than the binary's is refused as
+// corrupt (an older idem cannot read what a newer one wrote).
 const (
-	codecVersion   = 2 // the version encodeRecord writes
+	codecVersion   = 3 // the version encodeRecord writes
+	codecVersionV2 = 2 // floats only
 	codecVersionV1 = 1 // without Confirmed
 )
 
@@ -71,9 +76,10 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // encodedBound is at least the length of r's encoding: the version byte,
 // 19 varints (13 lengths, the attempt, 4 times, Seq) at their longest, the
-// two hashes, the floats, status and class, the CRC, and the bytes.
+// two hashes, the embedding's width and values, status and class, the CRC,
+// and the bytes.
 func encodedBound(r *ledger.Record) int {
-	return 1 + 19*binary.MaxVarintLen64 + 16 + 4*len(r.Embedding) + 2 + 4 +
+	return 1 + 19*binary.MaxVarintLen64 + 16 + 1 + 4*len(r.Embedding) + 2 + 4 +
 		len(r.Tenant) + len(r.Key) + len(r.Session) + len(r.Workflow) + len(r.Step) + len(r.Tool) +
 		len(r.Canonical) + len(r.EmbeddingModel) + len(r.Result) + len(r.Error) + len(r.Token) + len(r.Confirmed)
 }
@@ -87,8 +93,14 @@ func encodeRecord(dst []byte, r *ledger.Record) []byte {
 	b = binary.LittleEndian.AppendUint64(b, r.Hash)
 	b = binary.LittleEndian.AppendUint64(b, r.Identity)
 	b = binary.AppendUvarint(b, uint64(len(r.Embedding)))
-	for _, f := range r.Embedding {
-		b = binary.LittleEndian.AppendUint32(b, math.Float32bits(f))
+	if len(r.Embedding) > 0 {
+		var halves bool
+		if b, halves = half.Append(append(b, 2), r.Embedding); !halves {
+			b = append(b[:len(b)-1], 4)
+			for _, f := range r.Embedding {
+				b = binary.LittleEndian.AppendUint32(b, math.Float32bits(f))
+			}
+		}
 	}
 	b = appendLP(b, r.EmbeddingModel)
 	b = append(b, byte(r.Status), byte(r.Class))
@@ -167,6 +179,36 @@ func (d *decoder) fixed(n int) []byte {
 // decodeRecord decodes b into a record that owns its memory (b may be
 // reused by the caller). Any damage yields an error matching
 // ledger.ErrCorrupt.
+// embedding reads n values, each as wide as the record's version says.
+func (d *decoder) embedding(n uint64, version byte) []float32 {
+	width := uint64(4)
+	if version >= codecVersion {
+		if w := d.fixed(1); w != nil {
+			width = uint64(w[0])
+		}
+		if width != 2 && width != 4 && d.err == nil {
+			d.err = fmt.Errorf("embedding values of %d bytes", width)
+		}
+	}
+	if d.err != nil {
+		return nil
+	}
+	if n > uint64(len(d.b))/width {
+		d.err = errShort
+		return nil
+	}
+	raw := d.fixed(int(n * width))
+	v := make([]float32, n)
+	if width == 2 {
+		half.Decode(v, raw)
+		return v
+	}
+	for i := range v {
+		v[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
+	}
+	return v
+}
+
 func decodeRecord(b []byte) (ledger.Record, error) {
 	var r ledger.Record
 	if len(b) < 5 {
@@ -177,7 +219,7 @@ func decodeRecord(b []byte) (ledger.Record, error) {
 		return r, fmt.Errorf("%w: checksum mismatch", ledger.ErrCorrupt)
 	}
 	version := body[0]
-	if version != codecVersion && version != codecVersionV1 {
+	if version != codecVersion && version != codecVersionV2 && version != codecVersionV1 {
 		return r, fmt.Errorf("%w: unknown version %d", ledger.ErrCorrupt, version)
 	}
 	// b may be Badger's, valid only while its Item.Value callback runs:
@@ -192,15 +234,7 @@ func decodeRecord(b []byte) (ledger.Record, error) {
 		r.Identity = binary.LittleEndian.Uint64(f[8:])
 	}
 	if n := d.uvarint(); n > 0 && d.err == nil {
-		if n > uint64(len(d.b)/4) {
-			d.err = errShort
-		} else {
-			raw := d.fixed(int(n) * 4)
-			r.Embedding = make([]float32, n)
-			for i := range r.Embedding {
-				r.Embedding[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
-			}
-		}
+		r.Embedding = d.embedding(n, version)
 	}
 	r.EmbeddingModel = str()
 	if f := d.fixed(2); f != nil {
@@ -212,7 +246,7 @@ func decodeRecord(b []byte) (ledger.Record, error) {
 	r.Token = str()
 	r.LeaseUntil, r.CreatedAt, r.UpdatedAt, r.RetainUntil = d.varint(), d.varint(), d.varint(), d.varint()
 	r.Seq = d.uvarint()
-	if version >= 2 {
+	if version >= codecVersionV2 {
 		r.Confirmed = str()
 	}
 	switch {

@@ -7,12 +7,14 @@ import (
 	"encoding/json"
 	"errors"
 	"hash/crc32"
+	"math"
 	"reflect"
 	"testing"
 	"time"
 
 	"github.com/dgraph-io/badger/v4"
 
+	"github.com/idem-dev/idem/internal/half"
 	"github.com/idem-dev/idem/ledger"
 )
 
@@ -29,6 +31,81 @@ var v1Record = ledger.Record{Tenant: "acme", Key: "wf-1:2:send_email", Session: 
 	Embedding: []float32{0.25, -0.5}, EmbeddingModel: "use-lite",
 	Status: ledger.StatusSuccess, Result: json.RawMessage(`{"message_id":"m-1"}`),
 	Attempt: 2, LeaseUntil: 1_700_000_060_000, CreatedAt: 1_700_000_000_000, UpdatedAt: 1_700_000_001_000, RetainUntil: 1_700_086_401_000, Seq: 7}
+
+// goldenV2 is v2Record as the codec of version 2 (floats only) encoded
+// it, captured from that code. Never regenerate it.
+const goldenV2 = "020461636d651177662d313a323a73656e645f656d61696c0273310477662d3101320a73656e645f656d61696c167b22746f22" +
+	"3a2261406578616d706c652e636f6d227d78563412cefaedfe2a00000000000000030000803e000000bfcdcccc3d087573652d6c6974650200147b22" +
+	"6d6573736167655f6964223a226d2d31227d000400c0c9b2fef96280a0abfef962d0afabfef962d09fded0fa62071177662d313a313a73656e645f" +
+	"656d61696c7be2bb85"
+
+// v2Record is the record goldenV2 holds: v1Record with a Confirmed and an
+// embedding value (0.1) that is no half.
+var v2Record = func() ledger.Record {
+	r := v1Record
+	r.Confirmed = "wf-1:1:send_email"
+	r.Embedding = []float32{0.25, -0.5, 0.1}
+	return r
+}()
+
+func goldenV2Bytes(t testing.TB) []byte {
+	b, err := hex.DecodeString(goldenV2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestDecodeRecordOfVersion2: a record written with 4-byte floats reads
+// whole; written again it takes the current version, keeps the float that
+// is no half exactly, and reads back the same.
+func TestDecodeRecordOfVersion2(t *testing.T) {
+	old := goldenV2Bytes(t)
+	r, err := decodeRecord(old)
+	if err != nil || !reflect.DeepEqual(r, v2Record) {
+		t.Fatalf("version 2 record decoded as\n%+v (%v)\nwant\n%+v", r, err, v2Record)
+	}
+	again := encodeRecord(nil, &r)
+	if again[0] != codecVersion || len(again) != len(old)+1 {
+		t.Fatalf("re-encoded in version %d, %d bytes for %d", again[0], len(again), len(old))
+	}
+	if back, err := decodeRecord(again); err != nil || !reflect.DeepEqual(back, v2Record) {
+		t.Fatalf("re-encoded record decodes as %+v, %v", back, err)
+	}
+}
+
+// TestEmbeddingOfHalvesTakesHalfTheBytes: a 512-value embedding the
+// funnel rounded to halves is stored in 1 KiB, not 2, and reads back
+// exactly; one value that is no half keeps the whole vector as floats;
+// an unknown width is a damaged record.
+func TestEmbeddingOfHalvesTakesHalfTheBytes(t *testing.T) {
+	r := v1Record
+	r.Embedding = make([]float32, 512)
+	for i := range r.Embedding {
+		r.Embedding[i] = float32(math.Sin(float64(i))) / 23
+	}
+	floats := encodeRecord(nil, &r)
+	if !half.Round(r.Embedding) {
+		t.Fatal("Round refused a unit-scale vector")
+	}
+	halves := encodeRecord(nil, &r)
+	if d := len(floats) - len(halves); d != 2*512 {
+		t.Fatalf("halves save %d bytes, want %d", d, 2*512)
+	}
+	back, err := decodeRecord(halves)
+	if err != nil || !reflect.DeepEqual(back, r) {
+		t.Fatalf("halves decode as %v, %v", back.Embedding[:4], err)
+	}
+	damaged := bytes.Clone(halves[:len(halves)-4])
+	at := bytes.Index(damaged, []byte{0x80, 0x04, 2}) // the length 512 as a uvarint, then the width
+	if at < 0 {
+		t.Fatal("no width byte after the embedding's length")
+	}
+	damaged[at+2] = 3
+	if _, err := decodeRecord(appendCRC(damaged)); !errors.Is(err, ledger.ErrCorrupt) {
+		t.Fatalf("width 3: %v, want ErrCorrupt", err)
+	}
+}
 
 func golden(t testing.TB) []byte {
 	b, err := hex.DecodeString(goldenV1)
@@ -152,5 +229,32 @@ func TestDecodedRecordOwnsItsBytes(t *testing.T) {
 	want := v1Record
 	if !reflect.DeepEqual(r, want) {
 		t.Fatalf("after its value was overwritten, the record reads\n%+v\nwant\n%+v", r, want)
+	}
+}
+
+// BenchmarkEncodeRecord encodes a stored call as a claim or a completion
+// writes it: a 512-value embedding of halves (as the funnel records
+// them), and the same with floats that are no halves.
+func BenchmarkEncodeRecord(b *testing.B) {
+	for _, tc := range []struct {
+		name  string
+		value func(i int) float32
+	}{
+		{"halves", func(i int) float32 { return float32(i) / 512 }},
+		{"floats", func(i int) float32 { return float32(math.Sin(float64(i))) / 23 }},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			r := v1Record
+			r.Embedding = make([]float32, 512)
+			for i := range r.Embedding {
+				r.Embedding[i] = tc.value(i)
+			}
+			buf := make([]byte, 0, encodedBound(&r))
+			b.ReportAllocs()
+			for b.Loop() {
+				buf = encodeRecord(buf[:0], &r)
+			}
+			b.SetBytes(int64(len(buf)))
+		})
 	}
 }

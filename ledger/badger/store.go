@@ -205,7 +205,7 @@ func Open(cfg Config) (*Store, error) {
 		// of 8.75 GB), garbage that drives the collector.
 		WithBaseTableSize(4 << 20).
 		WithNumCompactors(2).
-		// Records are mostly float32 embeddings, which do not compress;
+		// Records are mostly embeddings (halves), which do not compress;
 		// compressing them only costs compaction CPU.
 		WithCompression(options.None).
 		WithLogger(badgerLogger{log.With("component", "badger")})
