@@ -56,8 +56,9 @@ func counterKey(tenant, session string) []byte {
 // Record encoding: a version byte, the fields in a fixed order (strings and
 // byte slices length-prefixed with uvarints, numbers as uvarints or fixed
 // 8 bytes, the embedding's values as IEEE 754 halves or floats), then a
-// CRC-32C of everything before it. Hand-written because no well-kept library fits: the record is hot
-// (every claim writes one) and JSON costs ~10x more for a 384-d embedding.
+// CRC-32C of everything before it. Hand-written because no well-kept
+// library fits: the record is hot (every claim writes one) and JSON costs
+// ~10x more for a 384-d embedding.
 //
 // Versions: 1 ends with Seq; 2 appends Confirmed after it; 3 (written
 // since) puts a width byte after the embedding's length: 2 when every
@@ -176,10 +177,8 @@ func (d *decoder) fixed(n int) []byte {
 	return v
 }
 
-// decodeRecord decodes b into a record that owns its memory (b may be
-// reused by the caller). Any damage yields an error matching
-// ledger.ErrCorrupt.
-// embedding reads n values, each as wide as the record's version says.
+// embedding reads n values: 4-byte floats before version 3, from it as wide
+// as the width byte ahead of them says.
 func (d *decoder) embedding(n uint64, version byte) []float32 {
 	width := uint64(4)
 	if version >= codecVersion {
@@ -209,6 +208,9 @@ func (d *decoder) embedding(n uint64, version byte) []float32 {
 	return v
 }
 
+// decodeRecord decodes b into a record that owns its memory (b may be
+// reused by the caller). Any damage yields an error matching
+// ledger.ErrCorrupt.
 func decodeRecord(b []byte) (ledger.Record, error) {
 	var r ledger.Record
 	if len(b) < 5 {
