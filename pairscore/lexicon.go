@@ -293,8 +293,9 @@ const maxSwapWords = 8
 // kinds of one thing or opposites, and the relation; "" when there is
 // none. Function words, negation cues, words of fewer than three letters
 // and acronyms ("IAEA", which the other text may spell out) are not
-// tried. Words are tried in a's order, then b's, so the answer is
-// deterministic.
+// looked up in the lexicon; acronyms have a rule of their own
+// (acronymSwap), tried when no word is swapped. Words are tried in a's
+// order, then b's, so the answer is deterministic.
 func swapped(a, b string, wa, wb []string) (pair, rel string) {
 	aa, ab := acronyms(a), acronyms(b)
 	if pair, rel = swappedWords(wa, wb, aa, ab); rel != "" {
@@ -451,9 +452,9 @@ func lineAcronyms(out []string, line string) []string {
 // wa and wb their words. An acronym the other text holds as a word or
 // spells out ("IAEA" for "International Atomic Energy Agency", "CEO" for
 // "chief executive officer") is in both; query operators written in
-// capitals ("name IN (…)", "a OR b") and "OK" name nothing; and one acronym that
-// begins the other ("US" / "USA", "NY" / "NYC") names the same thing.
-// "" when there is none.
+// capitals ("name IN (…)", "a OR b") and "OK" name nothing; and one
+// acronym that begins the other ("US" / "USA", "NY" / "NYC") names the
+// same thing. "" when there is none.
 func acronymSwap(aa, ab, wa, wb []string) string {
 	oa, ob := loneAcronyms(aa, ab, wb), loneAcronyms(ab, aa, wa)
 	if len(oa) == 0 || len(ob) == 0 || len(oa) > maxSwapWords || len(ob) > maxSwapWords {
@@ -470,8 +471,8 @@ func acronymSwap(aa, ab, wa, wb []string) string {
 }
 
 // loneAcronyms are the distinct acronyms of one text (acrs) that are
-// names (not notNames) and that the other text (its acronyms and words) neither
-// holds nor spells out.
+// names (not notNames) and that the other text (its acronyms and words)
+// neither holds nor spells out.
 func loneAcronyms(acrs, otherAcrs, otherWords []string) []string {
 	var out []string
 	for _, x := range acrs {
