@@ -47,7 +47,8 @@ func TestContrast(t *testing.T) {
 		{"World Health Organization staff briefed the CDC and NIH", "WHO staff briefed the CDC", ""},
 		{"ask the Department of Justice and the FBI", "ask the DOJ and the CIA", "words of the same kind"},
 		{"OK, play it on the TV", "play it on the TV in HD", ""},
-		{"hey do 거실 에어컨 실행", "perform 다용도실 통돌이 중지", ""}, // a script without capitals has no acronyms
+		{"please pay THIS invoice", "please pay the invoice NOW", ""}, // stress, not names
+		{"hey do 거실 에어컨 실행", "perform 다용도실 통돌이 중지", ""},               // a script without capitals has no acronyms
 		// Not swaps: synonyms, a kind and what it is a kind of, a part and
 		// its whole, forms of one word, words the lexicon does not hold.
 		{"reset my password", "I need to change my password", ""},

@@ -471,12 +471,14 @@ func acronymSwap(aa, ab, wa, wb []string) string {
 }
 
 // loneAcronyms are the distinct acronyms of one text (acrs) that are
-// names (not notNames) and that the other text (its acronyms and words)
-// neither holds nor spells out.
+// names and that the other text (its acronyms and words) neither holds
+// nor spells out. Not names: notNames, and function words of three
+// letters or more, which capitals only stress ("pay THIS invoice"); a
+// two-letter one in capitals is most often a code ("US", "IT", "ME").
 func loneAcronyms(acrs, otherAcrs, otherWords []string) []string {
 	var out []string
 	for _, x := range acrs {
-		if notNames[x] || slices.Contains(out, x) || slices.Contains(otherAcrs, x) ||
+		if notNames[x] || len(x) >= 3 && stopwords[x] || slices.Contains(out, x) || slices.Contains(otherAcrs, x) ||
 			slices.Contains(otherWords, x) || spelledOut(x, otherWords) {
 			continue
 		}
