@@ -5,8 +5,9 @@
 # calls with text through the API (bench/cmd/memload, texts from STS-B in
 # the public data, or IDEM_MEMLOAD_TEXTS), and prints the resident set
 # and Go heap when idle and after, and the data directory's size after
-# (IDEM_BIN measures that idem binary
-# instead of building this tree's). With IDEM_MEMORY_PROFILE=FILE it also
+# (IDEM_BIN measures that idem binary instead of building this tree's;
+# IDEM_MEMORY_IDLE=SECONDS reads the resident set again after that long
+# idle). With IDEM_MEMORY_PROFILE=FILE it also
 # writes the heap profile taken after (debug_listen) to FILE and prints
 # its top entries. With IDEM_MEMLOAD_DRAIN=1 the figures after are read once the
 # encoder has embedded every claimed call (a build that reports its queue
@@ -37,6 +38,13 @@ sleep 2 # let the start settle before reading the idle figures
 # The resident set in anonymous memory (the heap, Badger's memtables) and
 # in file pages (Badger's tables and logs, mapped: the kernel can drop them).
 grep -E '^(RssAnon|RssFile)' "/proc/$pid/status" | tr -s ' \t' ' ' | paste -sd ' ' | sed 's/^/after: /'
+# With IDEM_MEMORY_IDLE=SECONDS, the resident set again after that long
+# idle: Go collects an idle heap every 2 minutes and then gives back, a
+# little at a time, what it freed.
+if [ -n "${IDEM_MEMORY_IDLE:-}" ]; then
+	sleep "$IDEM_MEMORY_IDLE"
+	grep -E '^(RssAnon|RssFile)' "/proc/$pid/status" | tr -s ' \t' ' ' | paste -sd ' ' | sed "s/^/after ${IDEM_MEMORY_IDLE} s idle: /"
+fi
 # What the ledger takes on disk (Badger's tables and logs).
 du -sk "$tmp/data" | awk '{printf "disk: %.1f MiB in the data directory\n", $1/1024}'
 # What the session views hold (sessions.max_view_bytes bounds it; an
