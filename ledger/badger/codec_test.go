@@ -48,19 +48,11 @@ var v2Record = func() ledger.Record {
 	return r
 }()
 
-func goldenV2Bytes(t testing.TB) []byte {
-	b, err := hex.DecodeString(goldenV2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
 // TestDecodeRecordOfVersion2: a record written with 4-byte floats reads
 // whole; written again it takes the current version, keeps the float that
 // is no half exactly, and reads back the same.
 func TestDecodeRecordOfVersion2(t *testing.T) {
-	old := goldenV2Bytes(t)
+	old := golden(t, goldenV2)
 	r, err := decodeRecord(old)
 	if err != nil || !reflect.DeepEqual(r, v2Record) {
 		t.Fatalf("version 2 record decoded as\n%+v (%v)\nwant\n%+v", r, err, v2Record)
@@ -107,8 +99,9 @@ func TestEmbeddingOfHalvesTakesHalfTheBytes(t *testing.T) {
 	}
 }
 
-func golden(t testing.TB) []byte {
-	b, err := hex.DecodeString(goldenV1)
+// golden is a golden record's bytes (goldenV1, goldenV2).
+func golden(t testing.TB, h string) []byte {
+	b, err := hex.DecodeString(h)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +112,7 @@ func golden(t testing.TB) []byte {
 // reads whole, with Confirmed empty; written again it takes the current
 // version, and reads back the same.
 func TestDecodeRecordOfVersion1(t *testing.T) {
-	old := golden(t)
+	old := golden(t, goldenV1)
 	r, err := decodeRecord(old)
 	if err != nil {
 		t.Fatalf("decoding a version 1 record: %v", err)
@@ -180,7 +173,7 @@ func TestStoreReadsRecordOfVersion1(t *testing.T) {
 		c.Now = func() time.Time { return time.UnixMilli(v1Record.UpdatedAt + time.Minute.Milliseconds()) }
 	})
 	err := s.db.Update(func(txn *badger.Txn) error {
-		return txn.Set(recordKey(v1Record.Tenant, v1Record.Key), golden(t))
+		return txn.Set(recordKey(v1Record.Tenant, v1Record.Key), golden(t, goldenV1))
 	})
 	if err != nil {
 		t.Fatal(err)

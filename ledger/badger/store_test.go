@@ -248,8 +248,8 @@ func FuzzDecodeRecord(f *testing.F) {
 	f.Add(encodeRecord(nil, &ledger.Record{Tenant: "t", Key: "k", Status: ledger.StatusPending, Embedding: []float32{1, 2}}))
 	f.Add(encodeRecord(nil, &ledger.Record{Tenant: "t", Key: "k", Status: ledger.StatusPending, Embedding: []float32{0.1, 2}}))
 	f.Add(encodeRecord(nil, &ledger.Record{Tenant: "t", Key: "k", Status: ledger.StatusSuccess, Result: json.RawMessage(`1`), Confirmed: "w:1:send_email"}))
-	f.Add(golden(f))
-	f.Add(goldenV2Bytes(f))
+	f.Add(golden(f, goldenV1))
+	f.Add(golden(f, goldenV2))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		r, err := decodeRecord(b)
 		if err != nil {
